@@ -1,0 +1,1 @@
+# CUDA backend build (owned by the CUDA backend work; see src/backend/cuda/).

@@ -1,0 +1,95 @@
+#pragma once
+// CPU kernels: the fast CPU backend and the specification every CUDA kernel is tested against.
+// One op per file in kernels/cpu/. Activations are fp32, linear weights fp16 or int8 (symmetric,
+// one fp32 scale per output channel), the KV cache fp16. Kernels parallelise with OpenMP over
+// omp_get_max_threads() threads and pick AVX-512, AVX2 or a portable path at run time.
+#include <cstddef>
+#include <cstdint>
+
+namespace latprof::cpu {
+
+// ---- instruction sets ---------------------------------------------------------------------------
+enum class Isa { scalar = 0, avx2 = 1, avx512 = 2 };
+Isa detected_isa();           // best the CPU supports (AVX-512 needs F, BW, VL and F16C)
+Isa active_isa();             // what kernels use now (detected, unless forced)
+void force_isa(Isa isa);      // tests and benchmarks: run a lower path; clamps to detected_isa()
+const char* isa_name(Isa isa);
+bool has_vnni();              // AVX512-VNNI or AVX-VNNI present
+
+// ---- linear weights -------------------------------------------------------------------------------
+enum class WType { f16 = 0, i8 = 1 };
+// W: [n_out, n_in] row-major. f16: uint16_t IEEE half. i8: int8_t, value = q * scales[row].
+struct Weight {
+  const void* data = nullptr;
+  const float* scales = nullptr;  // [n_out], i8 only
+  WType type = WType::f16;
+  int64_t n_out = 0;
+  int64_t n_in = 0;
+};
+
+// y[m, n_out] = x[m, n_in] · Wᵀ, fp32 accumulation. Dispatches to gemv() for small m and to
+// gemm() otherwise. y must not alias x.
+void matmul(const Weight& w, const float* x, int64_t m, float* y);
+// Decode path: streams every weight byte exactly once for all m rows (m <= 8 intended).
+void gemv(const Weight& w, const float* x, int64_t m, float* y);
+// Prefill path: blocked, packed GEMM (fp16/int8 panels converted to fp32 once per block).
+void gemm(const Weight& w, const float* x, int64_t m, float* y);
+
+// ---- elementwise and small ops -------------------------------------------------------------------
+// out[t, :] = half_to_float(table[tokens[t], :]); table: [vocab, dim] fp16
+void embed(const uint16_t* table, const int32_t* tokens, int64_t m, int64_t dim, float* out);
+// out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w; out may alias x
+void rmsnorm(const float* x, const float* w, int64_t m, int64_t dim, float eps, float* out);
+// Rotary embedding, Hugging Face "rotate_half" convention: within each head of size hd, element i
+// pairs with i + hd/2 (i < hd/2), angle = pos * theta^(-2i/hd).
+// q: [m, n_heads*hd], k: [m, n_kv_heads*hd], pos: [m] absolute positions. In place.
+void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
+          float theta);
+// Writes new K/V rows into the fp16 cache of one layer.
+// k, v: [n_seq * n_new, kv_dim] fp32 (sequence-major); cache: [n_seq, ctx_cap, kv_dim] fp16.
+// Token t of sequence s goes to position pos0 + t.
+void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
+              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache);
+// Causal grouped-query attention over the cache (which already holds positions [0, pos0 + n_new)).
+// q, out: [n_seq * n_new, n_heads * hd] fp32; query head h uses kv head h / (n_heads / n_kv_heads).
+// Token t of sequence s (position pos0 + t) attends to positions [0, pos0 + t]; scale 1/sqrt(hd).
+void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
+               int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
+               float* out);
+// out[t, j] = silu(gate[t, j]) * up[t, j]; out may alias gate
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+// x[i] += y[i]
+void add(float* x, const float* y, int64_t n);
+// index of the largest logit (the first one on ties)
+int32_t argmax(const float* logits, int64_t n);
+
+// ---- synthetic weights ---------------------------------------------------------------------------
+// Deterministic, parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
+void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude);
+// int8 weights: q(i) = rng::uniform_i8(key, row * n_in + i); scales[row] = amplitude / 127.
+void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key,
+             float amplitude);
+// fp32 vector: center + amplitude * uniform_pm1(key, i)
+void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude);
+// Symmetric per-row quantisation of an fp32 or fp16 matrix (for loading real FP16 checkpoints
+// as INT8): scales[r] = max|row| / 127, q = round(x / scale).
+void quantize_rows_f16(const uint16_t* src, int64_t n_out, int64_t n_in, int8_t* dst,
+                       float* scales);
+
+// ---- machine ceilings (the probe behind `latprof hw` and the run report) ---------------------------
+struct ProbeResult {
+  double value = 0;       // the best of the repetitions
+  double median = 0;      // median of the repetitions
+  int repetitions = 0;
+  double bytes_or_ops = 0;  // working set (bytes) or operations per repetition
+};
+// Read bandwidth in bytes/s streaming a buffer of `bytes` (far larger than the caches).
+ProbeResult probe_read_bandwidth(size_t bytes, int repetitions);
+// STREAM triad a[i] = b[i] + s*c[i], bytes/s counting 3 arrays (2 reads + 1 write).
+ProbeResult probe_triad_bandwidth(size_t bytes, int repetitions);
+// Peak fp32 FMA throughput, FLOP/s (2 per FMA), all threads, best ISA.
+ProbeResult probe_fma_peak(int repetitions);
+// Peak int8 dot-product throughput, op/s (2 per multiply-add), VNNI when present.
+ProbeResult probe_int8_peak(int repetitions);
+
+}  // namespace latprof::cpu

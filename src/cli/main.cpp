@@ -1,0 +1,2 @@
+// latprof entry point (being written).
+int main() { return 0; }
