@@ -1,0 +1,227 @@
+// The CPU backend: host memory, kernels/cpu, std::chrono::steady_clock for time (CPU ops are
+// synchronous, so a time stamp after an op is a valid event).
+#include "backend/cpu/cpu_backend.hpp"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "kernels/cpu/kernels.hpp"
+
+namespace latprof {
+
+namespace {
+
+double meminfo_bytes(const char* key) {
+  std::ifstream in("/proc/meminfo");
+  std::string k;
+  double kb = 0;
+  std::string unit;
+  while (in >> k >> kb >> unit)
+    if (k == key) return kb * 1024.0;
+  return 0;
+}
+
+cpu::Weight as_cpu(const DeviceWeight& w) {
+  cpu::Weight c;
+  c.data = w.data;
+  c.scales = w.scales;
+  c.type = w.type == WeightType::f16 ? cpu::WType::f16 : cpu::WType::i8;
+  c.n_out = w.n_out;
+  c.n_in = w.n_in;
+  return c;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& opt) {
+    threads_ = opt.threads > 0 ? opt.threads : int(std::thread::hardware_concurrency());
+    if (threads_ <= 0) threads_ = 1;
+    omp_set_num_threads(threads_);
+  }
+
+  DeviceInfo device() const override {
+    DeviceInfo d;
+    d.backend = "cpu";
+    d.name = host_cpu_name();
+    d.memory_total_bytes = host_memory_total_bytes();
+    d.memory_available_bytes = host_memory_available_bytes();
+    std::ostringstream s;
+    s << d.name << ", " << threads_ << " thread(s) of " << std::thread::hardware_concurrency()
+      << ", kernels " << cpu::isa_name(cpu::active_isa())
+      << (cpu::has_vnni() ? " (VNNI present)" : "");
+    d.details = s.str();
+    return d;
+  }
+  int act_bytes() const override { return 4; }
+  int kv_bytes() const override { return 2; }
+
+  void* alloc(size_t bytes, const char* what) override {
+    const double avail = host_memory_available_bytes();
+    if (avail > 0 && double(bytes) > avail)
+      usage_error(std::string("not enough memory for ") + what + ": need " + fmt_bytes(bytes) +
+                  ", available " + fmt_bytes(avail) +
+                  "; use a smaller model, --dtype int8, or fewer tokens");
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p)
+      usage_error(std::string("allocation of ") + fmt_bytes(bytes) + " for " + what +
+                  " failed (available " + fmt_bytes(avail) + ")");
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void activations_to_host(float* dst, const void* src, int64_t n) override {
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+  }
+
+  void fill_weight(DeviceWeight& w, uint64_t key, float amplitude) override {
+    if (w.type == WeightType::f16)
+      cpu::fill_f16(static_cast<uint16_t*>(w.data), w.n_out * w.n_in, key, amplitude);
+    else
+      cpu::fill_i8(static_cast<int8_t*>(w.data), w.scales, w.n_out, w.n_in, key, amplitude);
+  }
+  void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude) override {
+    cpu::fill_f32(dst, n, key, center, amplitude);
+  }
+  void upload_weight(DeviceWeight& w, const void* host_data, const float* host_scales) override {
+    std::memcpy(w.data, host_data, w.data_bytes());
+    if (w.type == WeightType::i8 && host_scales)
+      std::memcpy(w.scales, host_scales, size_t(w.n_out) * sizeof(float));
+  }
+
+  void embed(const DeviceWeight& table, const int32_t* tokens, int64_t rows, void* out) override {
+    cpu::embed(static_cast<const uint16_t*>(table.data), tokens, rows, table.n_in,
+               static_cast<float*>(out));
+  }
+  void rmsnorm(const void* x, const float* w, int64_t rows, int64_t dim, float eps,
+               void* out) override {
+    cpu::rmsnorm(static_cast<const float*>(x), w, rows, dim, eps, static_cast<float*>(out));
+  }
+  void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) override {
+    cpu::matmul(as_cpu(w), static_cast<const float*>(x), rows, static_cast<float*>(y));
+  }
+  void rope(void* q, void* k, int64_t n_seq, int64_t n_new, const int32_t* pos,
+            const AttentionShape& s) override {
+    const int64_t rows = n_seq * n_new;
+    positions_.resize(size_t(rows));
+    for (int64_t i = 0; i < rows; ++i) positions_[size_t(i)] = int32_t(*pos + i % n_new);
+    cpu::rope(static_cast<float*>(q), static_cast<float*>(k), positions_.data(), rows, s.n_heads,
+              s.n_kv_heads, s.head_dim, s.rope_theta);
+  }
+  void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
+                 int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) override {
+    cpu::kv_store(static_cast<const float*>(k), static_cast<const float*>(v), n_seq, n_new, *pos,
+                  kv.ctx_cap, kv.kv_dim, static_cast<uint16_t*>(kv.k),
+                  static_cast<uint16_t*>(kv.v));
+    cpu::attention(static_cast<const float*>(q), static_cast<const uint16_t*>(kv.k),
+                   static_cast<const uint16_t*>(kv.v), n_seq, n_new, *pos, kv.ctx_cap, s.n_heads,
+                   s.n_kv_heads, s.head_dim, static_cast<float*>(out));
+  }
+  void swiglu(const void* gate, const void* up, int64_t n, void* out) override {
+    cpu::swiglu(static_cast<const float*>(gate), static_cast<const float*>(up), n,
+                static_cast<float*>(out));
+  }
+  void add(void* x, const void* y, int64_t n) override {
+    cpu::add(static_cast<float*>(x), static_cast<const float*>(y), n);
+  }
+  void gather_last(const void* x, int64_t n_seq, int64_t n_new, int64_t dim, void* out) override {
+    const float* src = static_cast<const float*>(x);
+    float* dst = static_cast<float*>(out);
+    for (int64_t s = 0; s < n_seq; ++s)
+      std::memmove(dst + s * dim, src + ((s + 1) * n_new - 1) * dim, size_t(dim) * sizeof(float));
+  }
+  void sample(const void* logits, int64_t n_seq, int64_t vocab, const SamplingParams& p,
+              int64_t step, int32_t* tokens_out) override {
+    const float* l = static_cast<const float*>(logits);
+    for (int64_t s = 0; s < n_seq; ++s) {
+      const float* row = l + s * vocab;
+      if (p.temperature <= 0.f) {
+        tokens_out[s] = cpu::argmax(row, vocab);
+      } else {
+        tokens_out[s] = sample_stochastic(row, vocab, p, step, s);
+      }
+    }
+  }
+
+  int record_event() override {
+    events_.push_back(std::chrono::steady_clock::now());
+    return int(events_.size()) - 1;
+  }
+  void synchronize() override {}
+  double elapsed_ms(int from, int to) override {
+    return std::chrono::duration<double, std::milli>(events_.at(size_t(to)) -
+                                                     events_.at(size_t(from)))
+        .count();
+  }
+  void reset_events() override { events_.clear(); }
+  std::string clock_name() const override { return "steady_clock"; }
+
+ private:
+  // Temperature and top-k sampling, seeded by (seed, step, sequence) so it is reproducible.
+  int32_t sample_stochastic(const float* row, int64_t vocab, const SamplingParams& p, int64_t step,
+                            int64_t seq) {
+    const int64_t k = (p.top_k > 0 && p.top_k < vocab) ? p.top_k : vocab;
+    idx_.resize(size_t(vocab));
+    for (int64_t i = 0; i < vocab; ++i) idx_[size_t(i)] = int32_t(i);
+    std::partial_sort(idx_.begin(), idx_.begin() + k, idx_.end(),
+                      [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    const float mx = row[idx_[0]];
+    probs_.resize(size_t(k));
+    double sum = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      probs_[size_t(i)] = std::exp(double(row[idx_[size_t(i)]] - mx) / p.temperature);
+      sum += probs_[size_t(i)];
+    }
+    std::mt19937_64 gen(p.seed * 0x9e3779b97f4a7c15ull + uint64_t(step) * 1315423911ull +
+                        uint64_t(seq));
+    double r = std::uniform_real_distribution<double>(0, sum)(gen);
+    for (int64_t i = 0; i < k; ++i) {
+      r -= probs_[size_t(i)];
+      if (r <= 0) return idx_[size_t(i)];
+    }
+    return idx_[size_t(k - 1)];
+  }
+
+  int threads_ = 1;
+  std::vector<std::chrono::steady_clock::time_point> events_;
+  std::vector<int32_t> positions_;
+  std::vector<int32_t> idx_;
+  std::vector<double> probs_;
+};
+
+}  // namespace
+
+double host_memory_available_bytes() { return meminfo_bytes("MemAvailable:"); }
+double host_memory_total_bytes() { return meminfo_bytes("MemTotal:"); }
+
+std::string host_cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(pos + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt) {
+  return std::make_unique<CpuBackend>(opt);
+}
+
+}  // namespace latprof

@@ -1,0 +1,83 @@
+#include "roofline/ceilings.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace latprof {
+
+double Ceilings::peak_for(Op op, const Precision& p) const {
+  if (op_is_matmul(op) && op != Op::attention) {
+    if (p.weights == WeightFormat::int8_w8a8 && int8_ops_per_s > 0) return int8_ops_per_s;
+    return matmul_flops_per_s;
+  }
+  if (op == Op::attention) return matmul_flops_per_s;
+  return vector_flops_per_s > 0 ? vector_flops_per_s : matmul_flops_per_s;
+}
+
+double Ceilings::ridge(const Precision& p) const {
+  const double peak = (p.weights == WeightFormat::int8_w8a8 && int8_ops_per_s > 0)
+                          ? int8_ops_per_s
+                          : matmul_flops_per_s;
+  return mem_bw_bytes_per_s > 0 ? peak / mem_bw_bytes_per_s : 0;
+}
+
+nlohmann::json ceilings_to_json(const Ceilings& c) {
+  return {{"device", c.device},
+          {"source", c.source},
+          {"mem_bw_bytes_per_s", c.mem_bw_bytes_per_s},
+          {"matmul_flops_per_s", c.matmul_flops_per_s},
+          {"vector_flops_per_s", c.vector_flops_per_s},
+          {"int8_ops_per_s", c.int8_ops_per_s},
+          {"memory_bytes", c.memory_bytes},
+          {"cache_bytes", c.cache_bytes}};
+}
+
+Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin) {
+  Ceilings c;
+  auto num = [&](const char* k, bool required) {
+    if (!j.contains(k) || j[k].is_null()) {
+      if (required) usage_error(origin + ": ceilings field '" + k + "' is missing");
+      return 0.0;
+    }
+    if (!j[k].is_number()) usage_error(origin + ": ceilings field '" + k + "' is not a number");
+    const double v = j[k].get<double>();
+    if (required && !(v > 0))
+      usage_error(origin + ": ceilings field '" + k + "' must be positive");
+    return v;
+  };
+  c.device = j.value("device", "unknown");
+  c.source = j.value("source", origin);
+  c.mem_bw_bytes_per_s = num("mem_bw_bytes_per_s", true);
+  c.matmul_flops_per_s = num("matmul_flops_per_s", true);
+  c.vector_flops_per_s = num("vector_flops_per_s", false);
+  c.int8_ops_per_s = num("int8_ops_per_s", false);
+  c.memory_bytes = num("memory_bytes", false);
+  c.cache_bytes = num("cache_bytes", false);
+  return c;
+}
+
+RooflinePoint roofline_point(const Cost& c, double peak_flops, double bw) {
+  RooflinePoint r;
+  r.compute_ms = peak_flops > 0 ? c.flops / peak_flops * 1e3 : 0;
+  r.memory_ms = bw > 0 ? c.bytes() / bw * 1e3 : 0;
+  r.floor_ms = std::max(r.compute_ms, r.memory_ms);
+  r.bound = r.compute_ms >= r.memory_ms ? "compute" : "memory";
+  return r;
+}
+
+RooflinePoint roofline_ops(const OpCosts& ops, const Ceilings& c, const Precision& p) {
+  RooflinePoint sum;
+  for (int i = 0; i < kNumOps; ++i) {
+    const RooflinePoint r =
+        roofline_point(ops[i], c.peak_for(static_cast<Op>(i), p), c.mem_bw_bytes_per_s);
+    sum.floor_ms += r.floor_ms;
+    sum.compute_ms += r.compute_ms;
+    sum.memory_ms += r.memory_ms;
+  }
+  sum.bound = sum.compute_ms >= sum.memory_ms ? "compute" : "memory";
+  return sum;
+}
+
+}  // namespace latprof

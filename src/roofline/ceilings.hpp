@@ -1,0 +1,42 @@
+#pragma once
+// Hardware ceilings: the roofs of the roofline. Each figure carries where it came from.
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/cost_model.hpp"
+
+namespace latprof {
+
+struct Ceilings {
+  std::string device;             // "Intel(R) Xeon(R) Processor", "NVIDIA H200 SXM"
+  std::string source;             // "measured: built-in probe ..." or a datasheet reference
+  double mem_bw_bytes_per_s = 0;  // main-memory read bandwidth (DRAM / HBM)
+  double matmul_flops_per_s = 0;  // dense peak for the matmul ops in fp16/bf16 (tensor cores);
+                                  // on a CPU: the fp32 FMA peak the kernels run on
+  double vector_flops_per_s = 0;  // peak for elementwise ops (fp32 FMA)
+  double int8_ops_per_s = 0;      // dense INT8 peak (W8A8 matmuls); 0 when the part has none
+  double memory_bytes = 0;        // capacity
+  double cache_bytes = 0;         // last-level cache (L2 on a GPU, L3 on a CPU)
+
+  // The compute roof for an op at a precision.
+  double peak_for(Op op, const Precision& p) const;
+  // Intensity (FLOP/byte) where the roofs meet, for the matmul roof.
+  double ridge(const Precision& p) const;
+};
+
+nlohmann::json ceilings_to_json(const Ceilings& c);
+Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin);
+
+// Roofline verdict for one measured or predicted piece of work.
+struct RooflinePoint {
+  double floor_ms = 0;       // max(FLOPs / peak, bytes / bandwidth)
+  double compute_ms = 0;     // FLOPs / peak
+  double memory_ms = 0;      // bytes / bandwidth
+  std::string bound;         // "compute" or "memory" (which floor is larger)
+};
+RooflinePoint roofline_point(const Cost& c, double peak_flops, double bw);
+// Sums the floors of ops (each op bounded on its own roof).
+RooflinePoint roofline_ops(const OpCosts& ops, const Ceilings& c, const Precision& p);
+
+}  // namespace latprof
