@@ -87,6 +87,16 @@ struct RunInfo {
   std::vector<std::string> argv;
 };
 
+// One timed span of the median repeat, for traces (not written to the JSON report).
+struct TraceEvent {
+  std::string name;   // op or stage name
+  std::string stage;  // stage it belongs to ("" for a stage span itself)
+  int layer = -1;     // -1: not a per-layer op
+  int step = -1;      // decode step index, -1 for prefill
+  double start_us = 0;  // from the start of the request
+  double dur_us = 0;
+};
+
 struct RunReport {
   nlohmann::json tool;     // name, version, git_commit, git_dirty, build_type, compiler
   nlohmann::json machine;  // hostname, cpu, cores, memory_bytes, os, backends
@@ -104,6 +114,7 @@ struct RunReport {
   std::vector<std::string> notes;
   nlohmann::json profile;  // backend profile (kernels, counters), null if none
   std::string created_utc;
+  std::vector<TraceEvent> timeline;  // median repeat; stages, decode steps and ops
 };
 
 nlohmann::json report_to_json(const RunReport& r);

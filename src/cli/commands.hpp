@@ -1,0 +1,19 @@
+#pragma once
+// Subcommands. Each add_*_command registers its options on `app` and returns the function that
+// runs it (after parsing); main() runs the one the user chose. Return value: the exit status.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace latprof::cli {
+
+using CommandFn = std::function<int()>;
+
+CommandFn add_run_command(CLI::App& app);       // cmd_run.cpp
+CommandFn add_models_command(CLI::App& app);    // cmd_models.cpp
+CommandFn add_hw_command(CLI::App& app);        // cmd_hw.cpp
+CommandFn add_roofline_command(CLI::App& app);  // cmd_roofline.cpp
+CommandFn add_check_command(CLI::App& app);     // cmd_check.cpp
+CommandFn add_plot_command(CLI::App& app);      // cmd_plot.cpp
+CommandFn add_compare_command(CLI::App& app);   // cmd_compare.cpp
+
+}  // namespace latprof::cli
