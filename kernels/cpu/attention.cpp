@@ -1,0 +1,104 @@
+// KV-cache store and causal grouped-query attention. The portable path below is also the
+// readable reference: for every query row, an online (streaming) softmax over blocks of keys, so
+// nothing larger than one block of scores is ever materialised. attention_avx512.cpp has the
+// same algorithm vectorised. (AVX2-only CPUs use this path.)
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/half.hpp"
+#include "kernels/cpu/internal.hpp"
+
+namespace latprof::cpu {
+namespace detail {
+
+void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
+  constexpr int64_t kBlock = 64;  // keys per online-softmax step
+  const int hd = a.hd;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  std::vector<float> o(static_cast<size_t>(hd)), sc(static_cast<size_t>(kBlock));
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t n_keys = a.pos0 + t + 1;  // causal: positions [0, pos0 + t]
+    for (int hh = 0; hh < group; ++hh) {
+      const int h = kvh * group + hh;
+      const int64_t row = (s * a.n_new + t) * a.n_heads + h;
+      const float* q = a.q + row * hd;
+      float run_max = -std::numeric_limits<float>::infinity(), run_sum = 0;
+      std::fill(o.begin(), o.end(), 0.0f);
+      for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
+        const int64_t nb = std::min(kBlock, n_keys - j0);
+        float block_max = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < nb; ++j) {
+          const uint16_t* k = a.k_cache + (s * a.ctx_cap + j0 + j) * kv_dim + int64_t(kvh) * hd;
+          float dot = 0;
+          for (int d = 0; d < hd; ++d) dot += q[d] * half_to_float(k[d]);
+          sc[size_t(j)] = dot * scale;
+          block_max = std::max(block_max, sc[size_t(j)]);
+        }
+        // Rescale what was accumulated under the old maximum (exp(-inf) = 0 on the first block).
+        const float new_max = std::max(run_max, block_max);
+        const float corr = std::exp(run_max - new_max);
+        run_sum *= corr;
+        for (int d = 0; d < hd; ++d) o[size_t(d)] *= corr;
+        for (int64_t j = 0; j < nb; ++j) {
+          const float p = std::exp(sc[size_t(j)] - new_max);
+          run_sum += p;
+          const uint16_t* v = a.v_cache + (s * a.ctx_cap + j0 + j) * kv_dim + int64_t(kvh) * hd;
+          for (int d = 0; d < hd; ++d) o[size_t(d)] += p * half_to_float(v[d]);
+        }
+        run_max = new_max;
+      }
+      float* out = a.out + row * hd;
+      const float inv = 1.0f / run_sum;
+      for (int d = 0; d < hd; ++d) out[d] = o[size_t(d)] * inv;
+    }
+  }
+}
+
+}  // namespace detail
+
+void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
+              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
+  const bool f16c = active_isa() != Isa::scalar;
+#pragma omp parallel for schedule(static) if (n_seq * n_new * kv_dim > 65536)
+  for (int64_t r = 0; r < n_seq * n_new; ++r) {
+    const int64_t s = r / n_new, t = r % n_new;
+    const int64_t dst = (s * ctx_cap + pos0 + t) * kv_dim;
+    if (f16c) {
+      detail::f32_to_f16_f16c(k + r * kv_dim, k_cache + dst, kv_dim);
+      detail::f32_to_f16_f16c(v + r * kv_dim, v_cache + dst, kv_dim);
+    } else {
+      for (int64_t i = 0; i < kv_dim; ++i) {
+        k_cache[dst + i] = float_to_half(k[r * kv_dim + i]);
+        v_cache[dst + i] = float_to_half(v[r * kv_dim + i]);
+      }
+    }
+  }
+}
+
+void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
+               int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
+               float* out) {
+  if (n_seq <= 0 || n_new <= 0) return;
+  const detail::AttnArgs a{q, k_cache, v_cache, n_new, pos0, ctx_cap, n_heads, n_kv_heads, hd, out};
+  auto* unit = detail::attention_unit_scalar;
+  // Work units: (sequence, kv head, chunk of query tokens). Decode has one token per unit, so
+  // each unit streams its slice of the K/V cache once for the whole head group.
+  constexpr int64_t kTokens = 16;
+  const int64_t chunks = (n_new + kTokens - 1) / kTokens;
+  const int64_t units = n_seq * n_kv_heads * chunks;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t u = 0; u < units; ++u) {
+    // Later chunks attend to more keys: hand them out first for a better balance.
+    const int64_t c = chunks - 1 - u % chunks;
+    const int64_t sk = u / chunks;
+    unit(a, sk / n_kv_heads, int(sk % n_kv_heads), c * kTokens, std::min(n_new, (c + 1) * kTokens));
+  }
+}
+
+}  // namespace latprof::cpu

@@ -1,0 +1,22 @@
+// Prefill-path linear layer: y[m, n_out] = x[m, n_in] · Wᵀ for many activation rows. This file
+// holds the dispatcher and the portable path (each weight row dequantised once and dotted with
+// every activation row, parallel over output rows). The fast paths are in gemm_avx512.cpp and
+// gemm_avx2.cpp.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/internal.hpp"
+
+namespace latprof::cpu {
+
+void gemm(const Weight& w, const float* x, int64_t m, float* y) {
+  if (m <= 0 || w.n_out <= 0) return;
+  constexpr int64_t kRows = 16;
+  const int64_t blocks = (w.n_out + kRows - 1) / kRows;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks; ++b)
+    detail::gemv_rows_scalar(w, x, m, y, b * kRows, std::min(w.n_out, (b + 1) * kRows));
+}
+
+}  // namespace latprof::cpu

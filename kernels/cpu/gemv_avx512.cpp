@@ -1,0 +1,115 @@
+// AVX-512 GEMV: R output rows x M activation rows per pass, 16 weights per vector step
+// (fp16 via vcvtph2ps, int8 via vpmovsxbd + vcvtdq2ps), fp32 FMA into R*M*U independent
+// accumulators, the int8 row scale applied once at the end. Weight rows are read sequentially,
+// each byte once; the activation vector is reused from L1 across the R rows.
+#include <immintrin.h>
+
+// GCC 12 reports _mm512_undefined_*() inside the intrinsics headers as uninitialised (a known
+// false positive once the intrinsics are inlined).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "kernels/cpu/internal.hpp"
+
+namespace latprof::cpu::detail {
+namespace {
+
+inline __m512 load_w(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load_w(const int8_t* p) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512 load_w(const uint16_t* p, __mmask16 k) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
+}
+inline __m512 load_w(const int8_t* p, __mmask16 k) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, p)));
+}
+
+// Rows [r, r + R) of W (element type T), M activation rows, U-way unrolled over k.
+template <class T, int M, int R, int U>
+void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r,
+           const float* scales) {
+  __m512 acc[U][R][M];
+  for (int u = 0; u < U; ++u)
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < M; ++j) acc[u][i][j] = _mm512_setzero_ps();
+  const T* wr = w + r * n;
+  int64_t k = 0;
+  for (; k + 16 * U <= n; k += 16 * U) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      __m512 xv[M];
+      for (int j = 0; j < M; ++j) xv[j] = _mm512_loadu_ps(x + j * n + k + 16 * u);
+      for (int i = 0; i < R; ++i) {
+        const __m512 wv = load_w(wr + i * n + k + 16 * u);
+        for (int j = 0; j < M; ++j) acc[u][i][j] = _mm512_fmadd_ps(wv, xv[j], acc[u][i][j]);
+      }
+    }
+  }
+  for (; k < n; k += 16) {  // remainder, the last step masked
+    const __mmask16 mask = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
+    __m512 xv[M];
+    for (int j = 0; j < M; ++j) xv[j] = _mm512_maskz_loadu_ps(mask, x + j * n + k);
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = load_w(wr + i * n + k, mask);
+      for (int j = 0; j < M; ++j) acc[0][i][j] = _mm512_fmadd_ps(wv, xv[j], acc[0][i][j]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    const float s = scales ? scales[r + i] : 1.0f;
+    for (int j = 0; j < M; ++j) {
+      __m512 a = acc[0][i][j];
+      for (int u = 1; u < U; ++u) a = _mm512_add_ps(a, acc[u][i][j]);
+      y[j * ldy + r + i] = _mm512_reduce_add_ps(a) * s;
+    }
+  }
+}
+
+template <class T, int M>
+void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
+  // Accumulator budget ~16 zmm: R rows share each activation load, U hides FMA latency at small M.
+  constexpr int R = M <= 4 ? 4 : 2;
+  constexpr int U = M <= 2 ? 2 : 1;
+  const T* wd = static_cast<const T*>(w.data);
+  const float* sc = w.type == WType::i8 ? w.scales : nullptr;
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) block<T, M, R, U>(wd, x, w.n_in, y, w.n_out, r, sc);
+  for (; r < r1; ++r) block<T, M, 1, U>(wd, x, w.n_in, y, w.n_out, r, sc);
+}
+
+template <class T>
+void rows_t(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1) {
+  switch (m) {
+    case 1:
+      return rows<T, 1>(w, x, y, r0, r1);
+    case 2:
+      return rows<T, 2>(w, x, y, r0, r1);
+    case 3:
+      return rows<T, 3>(w, x, y, r0, r1);
+    case 4:
+      return rows<T, 4>(w, x, y, r0, r1);
+    case 5:
+      return rows<T, 5>(w, x, y, r0, r1);
+    case 6:
+      return rows<T, 6>(w, x, y, r0, r1);
+    case 7:
+      return rows<T, 7>(w, x, y, r0, r1);
+    default:
+      return rows<T, 8>(w, x, y, r0, r1);
+  }
+}
+
+}  // namespace
+
+void gemv_rows_avx512(const Weight& w, const float* x, int64_t m, float* y, int64_t r0,
+                      int64_t r1) {
+  if (w.type == WType::f16)
+    rows_t<uint16_t>(w, x, m, y, r0, r1);
+  else
+    rows_t<int8_t>(w, x, m, y, r0, r1);
+}
+
+}  // namespace latprof::cpu::detail

@@ -1,0 +1,48 @@
+#pragma once
+// Internal declarations shared by the CPU kernel files (not part of the public API). Functions
+// suffixed _avx512 / _avx2 live in files compiled with those ISA flags and must only be called
+// after the dispatcher has checked the CPU.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace latprof::cpu::detail {
+
+// Output rows [r0, r1) of y = x · Wᵀ for m activation rows (m <= 8). y row stride is w.n_out.
+void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
+void gemv_rows_avx2(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
+void gemv_rows_avx512(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
+
+// Whole blocked GEMM, all threads.
+void gemm_avx512(const Weight& w, const float* x, int64_t m, float* y);
+void gemm_avx2(const Weight& w, const float* x, int64_t m, float* y);
+
+// Attention for one work unit: query tokens [t0, t1) of sequence s, every query head that shares
+// kv head kvh. Each writes only its own output rows.
+struct AttnArgs {
+  const float* q;
+  const uint16_t* k_cache;
+  const uint16_t* v_cache;
+  int64_t n_new, pos0, ctx_cap;
+  int n_heads, n_kv_heads, hd;
+  float* out;
+};
+void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
+void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
+
+// fp32 -> fp16 (round to nearest even) and back, n elements, with F16C.
+void f32_to_f16_f16c(const float* src, uint16_t* dst, int64_t n);
+void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n);
+
+// Probe inner loops: each returns a value that depends on all the work done (so it is not
+// optimised away). Called from inside an OpenMP parallel region, one call per thread.
+double read_sum_avx512(const float* p, size_t n);
+double read_sum_avx2(const float* p, size_t n);
+double fma_chains_avx512(int64_t iters);       // 2 * 16 * 24 * iters FLOP
+double fma_chains_avx2(int64_t iters);         // 2 * 8 * 12 * iters FLOP
+int64_t dpbusd_chains_avx512(int64_t iters);   // 2 * 64 * 24 * iters op
+int64_t dpbusd_chains_avxvnni(int64_t iters);  // 2 * 32 * 12 * iters op
+int64_t maddubs_chains_avx2(int64_t iters);    // 2 * 32 * 12 * iters op (no VNNI)
+
+}  // namespace latprof::cpu::detail

@@ -1,0 +1,58 @@
+// Instruction-set detection and the run-time switch every kernel dispatches on.
+#include <atomic>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace latprof::cpu {
+namespace {
+
+Isa detect() {
+  __builtin_cpu_init();
+  // The AVX-512 files are compiled with F, BW, VL, DQ (and FMA, F16C); require all of them.
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))
+    return __builtin_cpu_supports("f16c") ? Isa::avx512 : Isa::scalar;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    return Isa::avx2;
+  return Isa::scalar;
+}
+
+std::atomic<int> g_forced{-1};
+
+}  // namespace
+
+Isa detected_isa() {
+  static const Isa isa = detect();
+  return isa;
+}
+
+Isa active_isa() {
+  const int f = g_forced.load(std::memory_order_relaxed);
+  return f < 0 ? detected_isa() : Isa(f);
+}
+
+void force_isa(Isa isa) {
+  const Isa best = detected_isa();
+  g_forced.store(int(isa) > int(best) ? int(best) : int(isa), std::memory_order_relaxed);
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar:
+      return "scalar";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+bool has_vnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+}
+
+}  // namespace latprof::cpu

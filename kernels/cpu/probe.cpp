@@ -1,0 +1,193 @@
+// Machine ceilings measured on this host: streaming read and triad bandwidth, fp32 FMA and int8
+// dot-product peaks. All threads, the best ISA the CPU has (not the forced one). Each probe
+// reports the best and the median over its repetitions.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "kernels/cpu/internal.hpp"
+
+namespace latprof::cpu {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Timed repetitions of `body` (returns nothing); `work` is bytes or operations per repetition.
+template <class F>
+ProbeResult timed(int repetitions, double work, F&& body) {
+  ProbeResult r;
+  r.repetitions = std::max(1, repetitions);
+  r.bytes_or_ops = work;
+  std::vector<double> rate;
+  for (int i = 0; i < r.repetitions; ++i) {
+    const double t0 = now_s();
+    body();
+    const double dt = now_s() - t0;
+    rate.push_back(work / std::max(dt, 1e-9));
+  }
+  std::sort(rate.begin(), rate.end());
+  r.value = rate.back();
+  const size_t n = rate.size();
+  r.median = n % 2 ? rate[n / 2] : 0.5 * (rate[n / 2 - 1] + rate[n / 2]);
+  return r;
+}
+
+// 2 MiB-aligned buffer (transparent huge pages where the kernel allows: fewer TLB misses).
+struct Buffer {
+  void* p = nullptr;
+  explicit Buffer(size_t bytes) {
+    const size_t align = size_t(2) << 20;
+    p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+    if (!p) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  }
+  ~Buffer() {
+    std::free(p);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+volatile double g_sink;  // keeps every probe's result alive
+
+double read_sum_scalar(const float* p, size_t n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+  for (; i < n; ++i) s[0] += p[i];
+  return double(s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7]);
+}
+
+double fma_chains_scalar(int64_t iters) {  // 2 * 8 * iters FLOP
+  float a[8];
+  for (int j = 0; j < 8; ++j) a[j] = 0.5f + 0.01f * float(j);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 8; ++j) a[j] = a[j] * 0.9999999f + 1e-7f;
+  return double(a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7]);
+}
+
+// Runs `chain(iters)` on every thread; calibrated so one repetition lasts about 80 ms.
+template <class F>
+ProbeResult peak(int repetitions, double ops_per_iter, F chain) {
+  const int nt = omp_get_max_threads();
+  int64_t iters = 1 << 16;
+  for (;;) {  // calibrate on one thread
+    const double t0 = now_s();
+    g_sink = double(chain(iters));
+    const double dt = now_s() - t0;
+    if (dt > 0.02) {
+      iters = std::max<int64_t>(iters, int64_t(double(iters) * 0.08 / dt));
+      break;
+    }
+    iters *= 4;
+  }
+  return timed(repetitions, ops_per_iter * double(iters) * nt, [&] {
+    double sum = 0;
+#pragma omp parallel reduction(+ : sum)
+    sum += double(chain(iters));
+    g_sink = sum;
+  });
+}
+
+}  // namespace
+
+ProbeResult probe_read_bandwidth(size_t bytes, int repetitions) {
+  const size_t n = std::max<size_t>(bytes / sizeof(float), 1024);
+  Buffer buf(n * sizeof(float));
+  float* p = static_cast<float*>(buf.p);
+  const Isa isa = detected_isa();
+  // Same static split for the first touch (page faults, before timing) and for the reads.
+#pragma omp parallel
+  {
+    const size_t nt = size_t(omp_get_num_threads()), tid = size_t(omp_get_thread_num());
+    const size_t i0 = n * tid / nt, i1 = n * (tid + 1) / nt;
+    for (size_t i = i0; i < i1; ++i) p[i] = 1.0f;
+  }
+  return timed(repetitions, double(n * sizeof(float)), [&] {
+    double sum = 0;
+#pragma omp parallel reduction(+ : sum)
+    {
+      const size_t nt = size_t(omp_get_num_threads()), tid = size_t(omp_get_thread_num());
+      const size_t i0 = n * tid / nt, i1 = n * (tid + 1) / nt;
+      const float* q = p + i0;
+      if (isa == Isa::avx512)
+        sum += detail::read_sum_avx512(q, i1 - i0);
+      else if (isa == Isa::avx2)
+        sum += detail::read_sum_avx2(q, i1 - i0);
+      else
+        sum += read_sum_scalar(q, i1 - i0);
+    }
+    g_sink = sum;
+  });
+}
+
+ProbeResult probe_triad_bandwidth(size_t bytes, int repetitions) {
+  // `bytes` is the whole working set: three arrays of bytes / 3 each.
+  const int64_t n = std::max<int64_t>(int64_t(bytes / (3 * sizeof(double))), 1024);
+  Buffer ba(size_t(n) * sizeof(double)), bb(size_t(n) * sizeof(double)),
+      bc(size_t(n) * sizeof(double));
+  double* a = static_cast<double*>(ba.p);
+  double* b = static_cast<double*>(bb.p);
+  double* c = static_cast<double*>(bc.p);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = 0;
+    b[i] = 1;
+    c[i] = 2;
+  }
+  const double s = 3.0;
+  ProbeResult r = timed(repetitions, 3.0 * double(n) * sizeof(double), [&] {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+  });
+  g_sink = a[n / 2];
+  return r;
+}
+
+ProbeResult probe_fma_peak(int repetitions) {
+  switch (detected_isa()) {
+    case Isa::avx512:
+      return peak(repetitions, 2.0 * 16 * 24, detail::fma_chains_avx512);
+    case Isa::avx2:
+      return peak(repetitions, 2.0 * 8 * 12, detail::fma_chains_avx2);
+    case Isa::scalar:
+      break;
+  }
+  return peak(repetitions, 2.0 * 8, fma_chains_scalar);
+}
+
+ProbeResult probe_int8_peak(int repetitions) {
+  __builtin_cpu_init();
+  const Isa isa = detected_isa();
+  if (isa == Isa::avx512 && __builtin_cpu_supports("avx512vnni"))
+    return peak(repetitions, 2.0 * 64 * 24, detail::dpbusd_chains_avx512);
+  if (isa != Isa::scalar && __builtin_cpu_supports("avxvnni"))
+    return peak(repetitions, 2.0 * 32 * 12, detail::dpbusd_chains_avxvnni);
+  if (isa != Isa::scalar) return peak(repetitions, 2.0 * 32 * 12, detail::maddubs_chains_avx2);
+  // Portable: int32 multiply-adds, 8 independent chains.
+  return peak(repetitions, 2.0 * 8, [](int64_t iters) {
+    int32_t a[8];
+    for (int j = 0; j < 8; ++j) a[j] = j;
+    volatile int8_t vb = 3, vc = -2;
+    const int8_t b = vb, c = vc;
+    for (int64_t i = 0; i < iters; ++i)
+      for (int j = 0; j < 8; ++j) a[j] = a[j] * b + c;
+    return int64_t(a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7]);
+  });
+}
+
+}  // namespace latprof::cpu

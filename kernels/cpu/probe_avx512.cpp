@@ -1,0 +1,54 @@
+// AVX-512 inner loops of the machine probes (see probe.cpp).
+#include <immintrin.h>
+
+// GCC 12 reports _mm512_undefined_*() inside the intrinsics headers as uninitialised (a known
+// false positive once the intrinsics are inlined).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "kernels/cpu/internal.hpp"
+
+namespace latprof::cpu::detail {
+
+double read_sum_avx512(const float* p, size_t n) {
+  __m512 s[8];
+  for (auto& v : s) v = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {  // 512 bytes per iteration, 8 independent add chains
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) s[j] = _mm512_add_ps(s[j], _mm512_loadu_ps(p + i + 16 * j));
+  }
+  for (; i + 16 <= n; i += 16) s[0] = _mm512_add_ps(s[0], _mm512_loadu_ps(p + i));
+  float tail = 0;
+  for (; i < n; ++i) tail += p[i];
+  for (int j = 1; j < 8; ++j) s[0] = _mm512_add_ps(s[0], s[j]);
+  return double(_mm512_reduce_add_ps(s[0]) + tail);
+}
+
+double fma_chains_avx512(int64_t iters) {
+  // 24 independent FMA chains: 2 FMA ports x 4-cycle latency needs >= 8; 24 leaves slack.
+  __m512 a[24];
+  for (int j = 0; j < 24; ++j) a[j] = _mm512_set1_ps(0.5f + 0.01f * float(j));
+  const __m512 b = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 24
+    for (int j = 0; j < 24; ++j) a[j] = _mm512_fmadd_ps(a[j], b, c);
+  }
+  for (int j = 1; j < 24; ++j) a[0] = _mm512_add_ps(a[0], a[j]);
+  return double(_mm512_reduce_add_ps(a[0]));
+}
+
+int64_t dpbusd_chains_avx512(int64_t iters) {
+  // vpdpbusd zmm: 64 u8 x s8 multiply-adds into 16 int32 lanes = 128 ops per instruction.
+  __m512i a[24];
+  for (int j = 0; j < 24; ++j) a[j] = _mm512_set1_epi32(j);
+  const __m512i b = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 24
+    for (int j = 0; j < 24; ++j) a[j] = _mm512_dpbusd_epi32(a[j], b, c);
+  }
+  for (int j = 1; j < 24; ++j) a[0] = _mm512_add_epi32(a[0], a[j]);
+  return _mm512_reduce_add_epi32(a[0]);
+}
+
+}  // namespace latprof::cpu::detail

@@ -1,0 +1,41 @@
+// Rotary position embedding, Hugging Face "rotate_half" layout: in each head of size hd, element
+// i (i < hd/2) pairs with element i + hd/2 and both rotate by angle pos * theta^(-2i/hd).
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace latprof::cpu {
+
+void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
+          float theta) {
+  const int half = hd / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    inv_freq[size_t(i)] = std::pow(double(theta), -2.0 * double(i) / double(hd));
+#pragma omp parallel if (m > 4)
+  {
+    std::vector<float> cs(static_cast<size_t>(hd));  // cos[0, half), sin[half, hd) for one token
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < m; ++t) {
+      // Angles in double: positions reach 1e5 and a float angle would lose ~1e-2 rad.
+      for (int i = 0; i < half; ++i) {
+        const double a = double(pos[t]) * inv_freq[size_t(i)];
+        cs[size_t(i)] = float(std::cos(a));
+        cs[size_t(half + i)] = float(std::sin(a));
+      }
+      auto rotate = [&](float* v) {
+        for (int i = 0; i < half; ++i) {
+          const float c = cs[size_t(i)], s = cs[size_t(half + i)];
+          const float a = v[i], b = v[i + half];
+          v[i] = a * c - b * s;
+          v[i + half] = b * c + a * s;
+        }
+      };
+      for (int h = 0; h < n_heads; ++h) rotate(q + (t * n_heads + h) * int64_t(hd));
+      for (int h = 0; h < n_kv_heads; ++h) rotate(k + (t * n_kv_heads + h) * int64_t(hd));
+    }
+  }
+}
+
+}  // namespace latprof::cpu

@@ -1,0 +1,509 @@
+// CPU kernels against simple double-precision references, on every ISA path this CPU has and on
+// 1 and 2 threads. Outputs are poisoned with NaN before each call so an element the kernel never
+// writes fails. Tolerances are declared next to each check with the reason.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/half.hpp"
+#include "core/rng.hpp"
+#include "kernels/cpu/kernels.hpp"
+
+namespace latprof::cpu {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr uint16_t kHalfNaN = 0x7e00;
+
+std::vector<float> random_f32(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    do x = d(gen);
+    while (x == 0.0f);  // non-zero values: a dropped term always changes the result
+  }
+  return v;
+}
+
+std::vector<uint16_t> random_f16(size_t n, uint32_t seed) {
+  const std::vector<float> f = random_f32(n, seed);
+  std::vector<uint16_t> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = float_to_half(f[i]);
+  return h;
+}
+
+// Compares got against ref element by element: |got - ref| <= atol + rtol * scale[i] (scale
+// defaults to |ref|). Reports the worst element (NaN counts as infinitely wrong).
+::testing::AssertionResult close(const std::vector<double>& ref, const float* got, double atol,
+                                 double rtol, const std::vector<double>* scale = nullptr) {
+  double worst = -1;
+  size_t wi = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double s = scale ? (*scale)[i] : std::fabs(ref[i]);
+    const double err = std::isfinite(got[i]) ? std::fabs(double(got[i]) - ref[i])
+                                             : std::numeric_limits<double>::infinity();
+    const double excess = err - (atol + rtol * s);
+    if (excess > 0) ++bad;
+    if (excess > worst || i == 0) {
+      worst = excess;
+      wi = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  const double s = scale ? (*scale)[wi] : std::fabs(ref[wi]);
+  return ::testing::AssertionFailure()
+         << bad << " of " << ref.size() << " elements out of tolerance; worst [" << wi << "]: got "
+         << got[wi] << ", want " << ref[wi] << " (tolerance " << atol + rtol * s << ")";
+}
+
+// ---- parameterisation: ISA x threads ------------------------------------------------------------
+using Param = std::tuple<Isa, int>;
+
+class Kernels : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    isa_ = std::get<0>(GetParam());
+    threads_ = std::get<1>(GetParam());
+    if (int(isa_) > int(detected_isa())) GTEST_SKIP() << isa_name(isa_) << " not on this CPU";
+    saved_threads_ = omp_get_max_threads();
+    force_isa(isa_);
+    ASSERT_EQ(active_isa(), isa_);
+    omp_set_num_threads(threads_);
+  }
+  void TearDown() override {
+    force_isa(detected_isa());
+    if (saved_threads_ > 0) omp_set_num_threads(saved_threads_);
+  }
+  Isa isa_ = Isa::scalar;
+  int threads_ = 1;
+  int saved_threads_ = 0;
+};
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(isa_name(std::get<0>(info.param))) + "_t" +
+         std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, Kernels,
+                         ::testing::Combine(::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512),
+                                            ::testing::Values(1, 2)),
+                         param_name);
+
+// ---- linear layers ------------------------------------------------------------------------------
+struct LinearCase {
+  WType type;
+  int64_t n_out, n_in;
+};
+
+struct LinearData {
+  std::vector<uint16_t> w16;
+  std::vector<int8_t> w8;
+  std::vector<float> scales;
+  Weight w;
+  std::vector<double> wd;  // dequantised weights, exact
+};
+
+LinearData make_weight(const LinearCase& c, uint32_t seed) {
+  LinearData d;
+  const size_t n = size_t(c.n_out * c.n_in);
+  d.wd.resize(n);
+  if (c.type == WType::f16) {
+    d.w16 = random_f16(n, seed);
+    for (size_t i = 0; i < n; ++i) d.wd[i] = half_to_float(d.w16[i]);
+    d.w.data = d.w16.data();
+  } else {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> q(-127, 127);
+    d.w8.resize(n);
+    for (auto& v : d.w8) {
+      do v = int8_t(q(gen));
+      while (v == 0);
+    }
+    d.scales = random_f32(size_t(c.n_out), seed + 1, 0.001f, 0.02f);
+    for (size_t i = 0; i < n; ++i) d.wd[i] = double(d.w8[i]) * d.scales[i / size_t(c.n_in)];
+    d.w.data = d.w8.data();
+    d.w.scales = d.scales.data();
+  }
+  d.w.type = c.type;
+  d.w.n_out = c.n_out;
+  d.w.n_in = c.n_in;
+  return d;
+}
+
+void check_linear(const LinearCase& c, int64_t m, uint32_t seed) {
+  const LinearData d = make_weight(c, seed);
+  const std::vector<float> x = random_f32(size_t(m * c.n_in), seed + 7);
+  std::vector<double> ref(size_t(m * c.n_out)), mag(ref.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t o = 0; o < c.n_out; ++o) {
+      double s = 0, a = 0;
+      for (int64_t k = 0; k < c.n_in; ++k) {
+        const double p = double(x[size_t(i * c.n_in + k)]) * d.wd[size_t(o * c.n_in + k)];
+        s += p;
+        a += std::fabs(p);
+      }
+      ref[size_t(i * c.n_out + o)] = s;
+      mag[size_t(i * c.n_out + o)] = a;
+    }
+  const char* names[] = {"gemv", "gemm", "matmul"};
+  void (*fns[])(const Weight&, const float*, int64_t, float*) = {gemv, gemm, matmul};
+  for (int f = 0; f < 3; ++f) {
+    std::vector<float> y(ref.size(), kNaN);
+    fns[f](d.w, x.data(), m, y.data());
+    // fp32 accumulation of n_in products (blocked / several partial sums): the rounding error
+    // stays below ~sqrt(n_in) * 2^-24 * sum|x w|; 1e-5 * sum|x w| leaves margin, and a single
+    // dropped or doubled term (~sum|x w| / n_in, n_in <= 4113) is still far outside it.
+    EXPECT_TRUE(close(ref, y.data(), 1e-30, 1e-5, &mag))
+        << names[f] << " " << (c.type == WType::f16 ? "f16" : "i8") << " n_out=" << c.n_out
+        << " n_in=" << c.n_in << " m=" << m;
+  }
+}
+
+TEST_P(Kernels, LinearOddShapes) {
+  uint32_t seed = 100;
+  for (WType t : {WType::f16, WType::i8}) {
+    check_linear({t, 33, 4096 + 17}, 1, seed++);
+    check_linear({t, 33, 4096 + 17}, 3, seed++);
+    check_linear({t, 130, 33}, 7, seed++);
+    check_linear({t, 5, 1}, 9, seed++);
+    check_linear({t, 257, 100}, 65, seed++);
+    check_linear({t, 70, 513}, 130, seed++);
+    check_linear({t, 1, 31}, 2, seed++);
+  }
+}
+
+TEST_P(Kernels, LinearEveryDecodeBatch) {
+  // Every m the GEMV specialises (1..8) plus the first one past it.
+  uint32_t seed = 300;
+  for (WType t : {WType::f16, WType::i8})
+    for (int64_t m = 1; m <= 9; ++m) check_linear({t, 37, 301}, m, seed++);
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+struct AttnCase {
+  int64_t n_seq, n_new, pos0, ctx_cap;
+  int n_heads, n_kv_heads, hd;
+};
+
+// Double-precision causal GQA over the fp16 cache (the cache values are exact halves).
+std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q,
+                                  const std::vector<uint16_t>& kc,
+                                  const std::vector<uint16_t>& vc) {
+  const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd;
+  const int group = c.n_heads / c.n_kv_heads;
+  std::vector<double> out(size_t(c.n_seq * c.n_new * c.n_heads * c.hd));
+  for (int64_t s = 0; s < c.n_seq; ++s)
+    for (int64_t t = 0; t < c.n_new; ++t)
+      for (int h = 0; h < c.n_heads; ++h) {
+        const int64_t row = (s * c.n_new + t) * c.n_heads + h;
+        const int kvh = h / group;
+        const int64_t n_keys = c.pos0 + t + 1;
+        std::vector<double> sc(static_cast<size_t>(n_keys));
+        double mx = -1e300;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          double dot = 0;
+          for (int d = 0; d < c.hd; ++d)
+            dot += double(q[size_t(row * c.hd + d)]) *
+                   half_to_float(kc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
+          sc[size_t(j)] = dot / std::sqrt(double(c.hd));
+          mx = std::max(mx, sc[size_t(j)]);
+        }
+        double den = 0;
+        for (auto& v : sc) den += (v = std::exp(v - mx));
+        for (int d = 0; d < c.hd; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < n_keys; ++j)
+            o += sc[size_t(j)] *
+                 half_to_float(vc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
+          out[size_t(row * c.hd + d)] = o / den;
+        }
+      }
+  return out;
+}
+
+void check_attention(const AttnCase& c, uint32_t seed) {
+  const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd;
+  // Cache: random halves for the positions already written by earlier steps [0, pos0); NaN for
+  // everything later, so a kernel that reads a position it must not see (a causal-mask bug, or a
+  // position kv_store did not write) produces NaN.
+  std::vector<uint16_t> kc(size_t(c.n_seq * c.ctx_cap * kv_dim), kHalfNaN), vc = kc;
+  const std::vector<uint16_t> k_old = random_f16(kc.size(), seed),
+                              v_old = random_f16(kc.size(), seed + 1);
+  for (int64_t s = 0; s < c.n_seq; ++s)
+    for (int64_t p = 0; p < c.pos0; ++p)
+      for (int64_t i = 0; i < kv_dim; ++i) {
+        const size_t at = size_t((s * c.ctx_cap + p) * kv_dim + i);
+        kc[at] = k_old[at];
+        vc[at] = v_old[at];
+      }
+  const int64_t rows = c.n_seq * c.n_new;
+  // Scores ~ N(0, 3^2) after scaling: a peaked softmax, so the max-subtraction matters.
+  const std::vector<float> k_new = random_f32(size_t(rows * kv_dim), seed + 2, -3, 3);
+  const std::vector<float> v_new = random_f32(size_t(rows * kv_dim), seed + 3);
+  const std::vector<float> q = random_f32(size_t(rows * c.n_heads * c.hd), seed + 4, -3, 3);
+  kv_store(k_new.data(), v_new.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, kv_dim, kc.data(),
+           vc.data());
+  // kv_store: exact round-to-nearest-even halves at pos0 + t, nothing else touched.
+  for (int64_t s = 0; s < c.n_seq; ++s)
+    for (int64_t p = 0; p < c.ctx_cap; ++p)
+      for (int64_t i = 0; i < kv_dim; ++i) {
+        const size_t at = size_t((s * c.ctx_cap + p) * kv_dim + i);
+        uint16_t want_k = kHalfNaN, want_v = kHalfNaN;
+        if (p < c.pos0) {
+          want_k = k_old[at];
+          want_v = v_old[at];
+        } else if (p < c.pos0 + c.n_new) {
+          const size_t src = size_t((s * c.n_new + p - c.pos0) * kv_dim + i);
+          want_k = float_to_half(k_new[src]);
+          want_v = float_to_half(v_new[src]);
+        }
+        ASSERT_EQ(kc[at], want_k) << "k_cache s=" << s << " pos=" << p << " i=" << i;
+        ASSERT_EQ(vc[at], want_v) << "v_cache s=" << s << " pos=" << p << " i=" << i;
+      }
+  const std::vector<double> ref = attention_ref(c, q, kc, vc);
+  std::vector<float> out(ref.size(), kNaN);
+  attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.n_heads,
+            c.n_kv_heads, c.hd, out.data());
+  // Outputs are convex combinations of |v| <= 1: fp32 dot products of hd terms, fp32 exp
+  // (vectorised: a few ulp) and fp32 sums over <= a few hundred keys give errors ~1e-6.
+  EXPECT_TRUE(close(ref, out.data(), 2e-5, 1e-5))
+      << "n_seq=" << c.n_seq << " n_new=" << c.n_new << " pos0=" << c.pos0 << " heads=" << c.n_heads
+      << "/" << c.n_kv_heads << " hd=" << c.hd;
+}
+
+TEST_P(Kernels, AttentionGqaCausal) {
+  check_attention({2, 5, 7, 20, 8, 2, 64}, 11);      // GQA 8/2, prefill chunk at pos0 > 0
+  check_attention({1, 1, 0, 4, 8, 2, 64}, 12);       // first token: one key
+  check_attention({3, 1, 150, 160, 4, 4, 128}, 13);  // decode over several key blocks (MHA)
+  check_attention({1, 40, 90, 140, 6, 3, 40}, 14);   // hd not a multiple of 16, 3 token chunks
+  check_attention({2, 3, 1, 8, 2, 1, 8}, 15);        // MQA, tiny head
+}
+
+TEST_P(Kernels, AttentionPrefillMatchesDecode) {
+  // A prompt processed in one prefill call and the same prompt fed one token at a time must give
+  // the same outputs for every token: same cache, same keys visible.
+  const AttnCase c{2, 37, 0, 48, 8, 2, 64};
+  const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd, qd = int64_t(c.n_heads) * c.hd;
+  const int64_t rows = c.n_seq * c.n_new;
+  const std::vector<float> k = random_f32(size_t(rows * kv_dim), 21, -3, 3);
+  const std::vector<float> v = random_f32(size_t(rows * kv_dim), 22);
+  const std::vector<float> q = random_f32(size_t(rows * qd), 23, -3, 3);
+  std::vector<uint16_t> kc(size_t(c.n_seq * c.ctx_cap * kv_dim), kHalfNaN), vc = kc;
+  std::vector<float> prefill(size_t(rows * qd), kNaN);
+  kv_store(k.data(), v.data(), c.n_seq, c.n_new, 0, c.ctx_cap, kv_dim, kc.data(), vc.data());
+  attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, 0, c.ctx_cap, c.n_heads, c.n_kv_heads,
+            c.hd, prefill.data());
+
+  std::vector<uint16_t> kc2(kc.size(), kHalfNaN), vc2 = kc2;
+  std::vector<double> decode(prefill.size());
+  for (int64_t t = 0; t < c.n_new; ++t) {
+    std::vector<float> kt(size_t(c.n_seq * kv_dim)), vt(kt.size()), qt(size_t(c.n_seq * qd));
+    for (int64_t s = 0; s < c.n_seq; ++s) {
+      std::copy_n(&k[size_t((s * c.n_new + t) * kv_dim)], kv_dim, &kt[size_t(s * kv_dim)]);
+      std::copy_n(&v[size_t((s * c.n_new + t) * kv_dim)], kv_dim, &vt[size_t(s * kv_dim)]);
+      std::copy_n(&q[size_t((s * c.n_new + t) * qd)], qd, &qt[size_t(s * qd)]);
+    }
+    std::vector<float> ot(qt.size(), kNaN);
+    kv_store(kt.data(), vt.data(), c.n_seq, 1, t, c.ctx_cap, kv_dim, kc2.data(), vc2.data());
+    attention(qt.data(), kc2.data(), vc2.data(), c.n_seq, 1, t, c.ctx_cap, c.n_heads, c.n_kv_heads,
+              c.hd, ot.data());
+    for (int64_t s = 0; s < c.n_seq; ++s)
+      for (int64_t i = 0; i < qd; ++i)
+        decode[size_t((s * c.n_new + t) * qd + i)] = ot[size_t(s * qd + i)];
+  }
+  EXPECT_EQ(kc, kc2);
+  EXPECT_EQ(vc, vc2);
+  // Same keys, same blocks, same arithmetic per query row: only the order of work differs.
+  EXPECT_TRUE(close(decode, prefill.data(), 1e-6, 1e-6));
+}
+
+// ---- small ops ----------------------------------------------------------------------------------
+TEST_P(Kernels, RmsNorm) {
+  const int64_t m = 5, dim = 4096 + 3;
+  const std::vector<float> x = random_f32(size_t(m * dim), 31, -2, 2);
+  const std::vector<float> w = random_f32(size_t(dim), 32);
+  std::vector<double> ref(x.size());
+  const float eps = 1e-5f;
+  for (int64_t t = 0; t < m; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[size_t(t * dim + i)]) * x[size_t(t * dim + i)];
+    const double inv = 1.0 / std::sqrt(ss / double(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      ref[size_t(t * dim + i)] = double(x[size_t(t * dim + i)]) * inv * w[size_t(i)];
+  }
+  std::vector<float> out(x.size(), kNaN);
+  rmsnorm(x.data(), w.data(), m, dim, eps, out.data());
+  // A few fp32 roundings per element (the scale, two products): ~3 ulp of |ref|, plus a floor for
+  // tiny outputs.
+  EXPECT_TRUE(close(ref, out.data(), 1e-7, 1e-6));
+  std::vector<float> inplace = x;  // out aliasing x
+  rmsnorm(inplace.data(), w.data(), m, dim, eps, inplace.data());
+  EXPECT_TRUE(close(ref, inplace.data(), 1e-7, 1e-6)) << "in place";
+}
+
+TEST_P(Kernels, Rope) {
+  const int64_t m = 6;
+  const int n_heads = 4, n_kv_heads = 2, hd = 64;
+  const float theta = 10000.0f;
+  const std::vector<int32_t> pos = {0, 1, 17, 255, 4095, 70000};
+  std::vector<float> q = random_f32(size_t(m * n_heads * hd), 41);
+  std::vector<float> k = random_f32(size_t(m * n_kv_heads * hd), 42);
+  auto ref_of = [&](const std::vector<float>& v, int heads) {
+    std::vector<double> r(v.size());
+    for (int64_t t = 0; t < m; ++t)
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < hd / 2; ++i) {
+          const double ang = double(pos[size_t(t)]) * std::pow(double(theta), -2.0 * i / hd);
+          const size_t a = size_t((t * heads + h) * hd + i), b = a + size_t(hd / 2);
+          r[a] = v[a] * std::cos(ang) - v[b] * std::sin(ang);
+          r[b] = v[b] * std::cos(ang) + v[a] * std::sin(ang);
+        }
+    return r;
+  };
+  const std::vector<double> rq = ref_of(q, n_heads), rk = ref_of(k, n_kv_heads);
+  rope(q.data(), k.data(), pos.data(), m, n_heads, n_kv_heads, hd, theta);
+  // |v| <= 1: fp32 cos/sin (rounded from double) and two fp32 products and a sum: ~3e-7; a
+  // float-computed angle at pos 70000 would be off by ~4e-3 and fail.
+  EXPECT_TRUE(close(rq, q.data(), 1e-6, 0)) << "q";
+  EXPECT_TRUE(close(rk, k.data(), 1e-6, 0)) << "k";
+}
+
+TEST_P(Kernels, Embed) {
+  const int64_t vocab = 50, dim = 4096 + 5, m = 7;
+  std::vector<uint16_t> table = random_f16(size_t(vocab * dim), 51);
+  table[3] = 0x0001;  // a subnormal and an infinity convert exactly too
+  table[4] = 0x7c00;
+  const std::vector<int32_t> tokens = {0, 49, 3, 3, 17, 0, 25};
+  std::vector<float> out(size_t(m * dim), kNaN);
+  embed(table.data(), tokens.data(), m, dim, out.data());
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t i = 0; i < dim; ++i)  // exact: every half is a float
+      ASSERT_EQ(out[size_t(t * dim + i)], half_to_float(table[size_t(tokens[size_t(t)] * dim + i)]))
+          << "t=" << t << " i=" << i;
+}
+
+TEST_P(Kernels, SwigluAddArgmax) {
+  const int64_t n = 3 * 11008 + 5;
+  const std::vector<float> g = random_f32(size_t(n), 61, -8, 8), u = random_f32(size_t(n), 62);
+  std::vector<double> ref(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    ref[size_t(i)] = double(g[size_t(i)]) / (1.0 + std::exp(-double(g[size_t(i)]))) * u[size_t(i)];
+  std::vector<float> out(size_t(n), kNaN);
+  swiglu(g.data(), u.data(), n, out.data());
+  // fp32 exp (~1 ulp), a division and two products: a few ulp of |ref|.
+  EXPECT_TRUE(close(ref, out.data(), 1e-30, 1e-6));
+  std::vector<float> alias = g;
+  swiglu(alias.data(), u.data(), n, alias.data());
+  EXPECT_TRUE(close(ref, alias.data(), 1e-30, 1e-6)) << "out aliasing gate";
+
+  std::vector<float> x = random_f32(size_t(n), 63);
+  const std::vector<float> y = random_f32(size_t(n), 64);
+  std::vector<float> want(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) want[size_t(i)] = x[size_t(i)] + y[size_t(i)];
+  add(x.data(), y.data(), n);
+  EXPECT_EQ(x, want);  // one fp32 addition: exact same rounding
+
+  std::vector<float> logits = random_f32(32000, 65);
+  logits[777] = 5.0f;
+  logits[31999] = 5.0f;
+  logits[20000] = 4.9f;
+  EXPECT_EQ(argmax(logits.data(), 32000), 777);  // first on ties
+  logits[5] = 6.0f;
+  EXPECT_EQ(argmax(logits.data(), 32000), 5);
+  EXPECT_EQ(argmax(logits.data(), 1), 0);
+}
+
+// ---- synthetic weights --------------------------------------------------------------------------
+TEST(Fill, DeterministicAcrossThreadCounts) {
+  const int saved = omp_get_max_threads();
+  const int64_t n_out = 257, n_in = 1031, n = n_out * n_in;
+  std::vector<uint16_t> h[2];
+  std::vector<int8_t> q[2];
+  std::vector<float> s[2], f[2];
+  for (int r = 0; r < 2; ++r) {
+    omp_set_num_threads(r + 1);
+    h[r].assign(size_t(n), 0);
+    q[r].assign(size_t(n), 0);
+    s[r].assign(size_t(n_out), kNaN);
+    f[r].assign(size_t(n), kNaN);
+    fill_f16(h[r].data(), n, 1234, 0.05f);
+    fill_i8(q[r].data(), s[r].data(), n_out, n_in, 5678, 0.3f);
+    fill_f32(f[r].data(), n, 91011, 1.0f, 0.25f);
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(h[0], h[1]);
+  EXPECT_EQ(q[0], q[1]);
+  EXPECT_EQ(s[0], s[1]);
+  EXPECT_EQ(f[0], f[1]);
+  // And the values are the documented functions of (key, index).
+  for (int64_t i : {int64_t(0), int64_t(1), n / 2, n - 1}) {
+    EXPECT_EQ(h[0][size_t(i)], float_to_half(0.05f * rng::uniform_pm1(1234, uint64_t(i))));
+    EXPECT_EQ(q[0][size_t(i)], rng::uniform_i8(5678, uint64_t(i)));
+    EXPECT_EQ(f[0][size_t(i)], 1.0f + 0.25f * rng::uniform_pm1(91011, uint64_t(i)));
+  }
+  for (float v : s[0]) EXPECT_EQ(v, 0.3f / 127.0f);
+  EXPECT_NE(h[0][0], h[0][1]);
+}
+
+TEST(Fill, QuantizeRows) {
+  const int64_t n_out = 9, n_in = 1000;
+  std::vector<uint16_t> src = random_f16(size_t(n_out * n_in), 71);
+  for (int64_t i = 0; i < n_in; ++i) src[size_t(4 * n_in + i)] = 0;  // an all-zero row
+  std::vector<int8_t> q(src.size(), 99);
+  std::vector<float> scales(size_t(n_out), kNaN);
+  quantize_rows_f16(src.data(), n_out, n_in, q.data(), scales.data());
+  for (int64_t r = 0; r < n_out; ++r) {
+    float amax = 0;
+    for (int64_t i = 0; i < n_in; ++i)
+      amax = std::max(amax, std::fabs(half_to_float(src[size_t(r * n_in + i)])));
+    ASSERT_EQ(scales[size_t(r)], amax / 127.0f) << "row " << r;
+    for (int64_t i = 0; i < n_in; ++i) {
+      const float x = half_to_float(src[size_t(r * n_in + i)]);
+      const int want = amax > 0 ? int(std::nearbyint(x / scales[size_t(r)])) : 0;
+      ASSERT_EQ(int(q[size_t(r * n_in + i)]), std::clamp(want, -127, 127)) << r << "," << i;
+      // Dequantisation error is at most half a step.
+      ASSERT_LE(std::fabs(q[size_t(r * n_in + i)] * scales[size_t(r)] - x),
+                0.5f * scales[size_t(r)] * 1.0001f);
+    }
+  }
+}
+
+// ---- machine probes (sanity only, not performance) ----------------------------------------------
+TEST(Probe, ResultsArePositiveAndFinite) {
+  auto ok = [](const ProbeResult& r, const char* what) {
+    EXPECT_TRUE(std::isfinite(r.value) && r.value > 0) << what << " " << r.value;
+    EXPECT_TRUE(std::isfinite(r.median) && r.median > 0) << what << " " << r.median;
+    EXPECT_LE(r.median, r.value) << what;
+    EXPECT_GT(r.bytes_or_ops, 0) << what;
+    EXPECT_EQ(r.repetitions, 3) << what;
+  };
+  ok(probe_read_bandwidth(size_t(64) << 20, 3), "read");
+  ok(probe_triad_bandwidth(size_t(48) << 20, 3), "triad");
+  ok(probe_fma_peak(3), "fma");
+  ok(probe_int8_peak(3), "int8");
+}
+
+TEST(Isa, NamesAndForcing) {
+  EXPECT_STREQ(isa_name(Isa::scalar), "scalar");
+  EXPECT_STREQ(isa_name(Isa::avx2), "avx2");
+  EXPECT_STREQ(isa_name(Isa::avx512), "avx512");
+  force_isa(Isa::avx512);  // clamps to what the CPU has
+  EXPECT_EQ(active_isa(), detected_isa());
+  force_isa(Isa::scalar);
+  EXPECT_EQ(active_isa(), Isa::scalar);
+  force_isa(detected_isa());
+  EXPECT_EQ(active_isa(), detected_isa());
+}
+
+}  // namespace
+}  // namespace latprof::cpu
