@@ -25,7 +25,9 @@ struct DeviceWeight {
   WeightType type = WeightType::f16;
   int64_t n_out = 0;
   int64_t n_in = 0;
-  size_t data_bytes() const { return size_t(n_out) * size_t(n_in) * (type == WeightType::f16 ? 2 : 1); }
+  size_t data_bytes() const {
+    return size_t(n_out) * size_t(n_in) * (type == WeightType::f16 ? 2 : 1);
+  }
 };
 
 struct KvLayer {
@@ -49,11 +51,11 @@ struct SamplingParams {
 };
 
 struct DeviceInfo {
-  std::string backend;     // "cpu", "cuda"
-  std::string name;        // e.g. "Intel(R) Xeon(R) Processor", "NVIDIA H200"
+  std::string backend;  // "cpu", "cuda"
+  std::string name;     // e.g. "Intel(R) Xeon(R) Processor", "NVIDIA H200"
   double memory_total_bytes = 0;
   double memory_available_bytes = 0;
-  std::string details;     // ISA, compute capability, driver, ...
+  std::string details;  // ISA, compute capability, driver, ...
 };
 
 class Backend {
@@ -92,8 +94,7 @@ class Backend {
   // Appends k, v to the cache at positions pos..pos+n_new-1, then causal attention of q over the
   // cache, writing out: [n_seq*n_new, n_heads*hd].
   virtual void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
-                         int64_t n_new, const int32_t* pos, const AttentionShape& s,
-                         void* out) = 0;
+                         int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) = 0;
   virtual void swiglu(const void* gate, const void* up, int64_t n, void* out) = 0;
   virtual void add(void* x, const void* y, int64_t n) = 0;
   // Picks the next token of each sequence from logits [n_seq, vocab]; writes device int32 [n_seq].
@@ -101,11 +102,11 @@ class Backend {
   virtual void sample(const void* logits, int64_t n_seq, int64_t vocab, const SamplingParams& p,
                       int64_t step, int32_t* tokens_out) = 0;
   // Gathers rows (last token of each sequence) from x [n_seq*n_new, dim] into out [n_seq, dim].
-  virtual void gather_last(const void* x, int64_t n_seq, int64_t n_new, int64_t dim,
-                           void* out) = 0;
+  virtual void gather_last(const void* x, int64_t n_seq, int64_t n_new, int64_t dim, void* out) = 0;
 
-  // ---- time --------------------------------------------------------------------------------------
-  // Marks a point in the stream after all work issued so far; returns its id.
+  // ---- time
+  // -------------------------------------------------------------------------------------- Marks a
+  // point in the stream after all work issued so far; returns its id.
   virtual int record_event() = 0;
   virtual void synchronize() = 0;
   // Milliseconds between two recorded events; valid after synchronize().
@@ -113,10 +114,11 @@ class Backend {
   virtual void reset_events() = 0;
   virtual std::string clock_name() const = 0;  // "steady_clock", "cudaEvent"
 
-  // ---- decode-step graphs ------------------------------------------------------------------------
-  // Runs one decode step whose work `enqueue` issues. A backend may capture it once and replay it
-  // (CUDA graphs); then events recorded inside are not meaningful and supports_op_events_in_step()
-  // says so. The default just calls enqueue().
+  // ---- decode-step graphs
+  // ------------------------------------------------------------------------ Runs one decode step
+  // whose work `enqueue` issues. A backend may capture it once and replay it (CUDA graphs); then
+  // events recorded inside are not meaningful and supports_op_events_in_step() says so. The default
+  // just calls enqueue().
   virtual void run_step(const std::function<void()>& enqueue) { enqueue(); }
   virtual bool graph_enabled() const { return false; }
   virtual void set_graph_enabled(bool) {}

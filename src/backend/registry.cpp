@@ -51,9 +51,10 @@ const CudaModule& cuda_module() {
       m.error = std::string("cannot load the CUDA backend: ") + dlerror();
       return m;
     }
-    auto abi = reinterpret_cast<latprof_cuda_abi_version_fn>(dlsym(m.handle, "latprof_cuda_abi_version"));
-    m.device_count =
-        reinterpret_cast<latprof_cuda_device_count_fn>(dlsym(m.handle, "latprof_cuda_device_count"));
+    auto abi =
+        reinterpret_cast<latprof_cuda_abi_version_fn>(dlsym(m.handle, "latprof_cuda_abi_version"));
+    m.device_count = reinterpret_cast<latprof_cuda_device_count_fn>(
+        dlsym(m.handle, "latprof_cuda_device_count"));
     m.create = reinterpret_cast<latprof_cuda_create_fn>(dlsym(m.handle, "latprof_cuda_create"));
     if (!abi || !m.device_count || !m.create) {
       m.error = "the CUDA backend module " + path + " lacks the latprof entry points";

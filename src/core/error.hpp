@@ -17,14 +17,16 @@ class CheckFailed : public std::runtime_error {
   explicit CheckFailed(const std::string& what) : std::runtime_error(what) {}
 };
 
-[[noreturn]] inline void usage_error(const std::string& what) { throw UsageError(what); }
+[[noreturn]] inline void usage_error(const std::string& what) {
+  throw UsageError(what);
+}
 
 // Internal invariant; throws std::logic_error naming the file and line.
-#define LATPROF_ASSERT(cond, msg)                                                      \
-  do {                                                                                 \
-    if (!(cond))                                                                       \
+#define LATPROF_ASSERT(cond, msg)                                                     \
+  do {                                                                                \
+    if (!(cond))                                                                      \
       throw std::logic_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + \
-                             ": " #cond ": " + (msg));                                 \
+                             ": " #cond ": " + (msg));                                \
   } while (0)
 
 }  // namespace latprof

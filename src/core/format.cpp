@@ -15,15 +15,22 @@ std::string scaled(double v, const char* unit, const char* const* prefixes, int 
     ++i;
   }
   char buf[64];
-  std::snprintf(buf, sizeof buf, a >= 100 ? "%.0f %s%s" : a >= 10 ? "%.1f %s%s" : "%.2f %s%s", v,
-                prefixes[i], unit);
+  std::snprintf(buf, sizeof buf,
+                a >= 100  ? "%.0f %s%s"
+                : a >= 10 ? "%.1f %s%s"
+                          : "%.2f %s%s",
+                v, prefixes[i], unit);
   return buf;
 }
 const char* const kSi[] = {"", "K", "M", "G", "T", "P", "E"};
 }  // namespace
 
-std::string fmt_bytes(double bytes) { return scaled(bytes, "B", kSi, 7, 1000.0); }
-std::string fmt_rate(double per_s, const char* unit) { return scaled(per_s, unit, kSi, 7, 1000.0); }
+std::string fmt_bytes(double bytes) {
+  return scaled(bytes, "B", kSi, 7, 1000.0);
+}
+std::string fmt_rate(double per_s, const char* unit) {
+  return scaled(per_s, unit, kSi, 7, 1000.0);
+}
 std::string fmt_count(double n) {
   const char* const p[] = {"", "K", "M", "B", "T"};
   std::string s = scaled(n, "", p, 5, 1000.0);
@@ -33,10 +40,14 @@ std::string fmt_count(double n) {
 std::string fmt_ms(double ms) {
   char buf[64];
   if (!std::isfinite(ms)) return "n/a";
-  if (ms >= 10000) std::snprintf(buf, sizeof buf, "%.2f s", ms / 1000);
-  else if (ms >= 100) std::snprintf(buf, sizeof buf, "%.0f ms", ms);
-  else if (ms >= 1) std::snprintf(buf, sizeof buf, "%.2f ms", ms);
-  else std::snprintf(buf, sizeof buf, "%.1f us", ms * 1000);
+  if (ms >= 10000)
+    std::snprintf(buf, sizeof buf, "%.2f s", ms / 1000);
+  else if (ms >= 100)
+    std::snprintf(buf, sizeof buf, "%.0f ms", ms);
+  else if (ms >= 1)
+    std::snprintf(buf, sizeof buf, "%.2f ms", ms);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f us", ms * 1000);
   return buf;
 }
 std::string fmt_pct(double f) {

@@ -3,10 +3,10 @@
 #include <string>
 
 namespace latprof {
-std::string fmt_bytes(double bytes);         // "13.48 GB" (decimal units)
+std::string fmt_bytes(double bytes);                   // "13.48 GB" (decimal units)
 std::string fmt_rate(double per_s, const char* unit);  // "1.23 TFLOP/s" from 1.23e12, "FLOP/s"
-std::string fmt_count(double n);             // "6.74 B"
-std::string fmt_ms(double ms);               // "12.3 ms", "1.23 s"
-std::string fmt_pct(double fraction);        // "12.3%"
+std::string fmt_count(double n);                       // "6.74 B"
+std::string fmt_ms(double ms);                         // "12.3 ms", "1.23 s"
+std::string fmt_pct(double fraction);                  // "12.3%"
 std::string fmt_fixed(double v, int decimals);
 }  // namespace latprof

@@ -11,10 +11,10 @@
 namespace latprof {
 
 int64_t ModelConfig::params_per_layer_linear() const {
-  return dim * q_dim()           // q
-         + 2 * dim * kv_dim()    // k, v
-         + q_dim() * dim         // o
-         + 3 * dim * ffn_dim;    // gate, up, down
+  return dim * q_dim()         // q
+         + 2 * dim * kv_dim()  // k, v
+         + q_dim() * dim       // o
+         + 3 * dim * ffn_dim;  // gate, up, down
 }
 
 int64_t ModelConfig::params_total() const {
@@ -76,12 +76,18 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& origin) 
 }
 
 nlohmann::json model_to_json(const ModelConfig& m) {
-  return {{"name", m.name},           {"dim", m.dim},
-          {"n_layers", m.n_layers},   {"n_heads", m.n_heads},
-          {"n_kv_heads", m.n_kv_heads}, {"ffn_dim", m.ffn_dim},
-          {"vocab_size", m.vocab_size}, {"max_seq_len", m.max_seq_len},
-          {"rope_theta", m.rope_theta}, {"norm_eps", m.norm_eps},
-          {"tie_embeddings", m.tie_embeddings}, {"params", m.params_total()}};
+  return {{"name", m.name},
+          {"dim", m.dim},
+          {"n_layers", m.n_layers},
+          {"n_heads", m.n_heads},
+          {"n_kv_heads", m.n_kv_heads},
+          {"ffn_dim", m.ffn_dim},
+          {"vocab_size", m.vocab_size},
+          {"max_seq_len", m.max_seq_len},
+          {"rope_theta", m.rope_theta},
+          {"norm_eps", m.norm_eps},
+          {"tie_embeddings", m.tie_embeddings},
+          {"params", m.params_total()}};
 }
 
 std::vector<ModelConfig> builtin_models() {

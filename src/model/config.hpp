@@ -1,10 +1,9 @@
 #pragma once
 // A Llama-style decoder's shape. Built-in configs live in models/*.json (embedded in the binary).
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace latprof {
 
@@ -12,11 +11,11 @@ struct ModelConfig {
   std::string name;
   std::string description;
   std::string source;  // where the numbers come from
-  int64_t dim = 0;          // d_model
+  int64_t dim = 0;     // d_model
   int64_t n_layers = 0;
-  int64_t n_heads = 0;      // query heads
-  int64_t n_kv_heads = 0;   // key/value heads (GQA when < n_heads)
-  int64_t ffn_dim = 0;      // SwiGLU hidden size
+  int64_t n_heads = 0;     // query heads
+  int64_t n_kv_heads = 0;  // key/value heads (GQA when < n_heads)
+  int64_t ffn_dim = 0;     // SwiGLU hidden size
   int64_t vocab_size = 0;
   int64_t max_seq_len = 0;  // context window
   double rope_theta = 10000.0;

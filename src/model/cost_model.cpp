@@ -5,21 +5,24 @@
 namespace latprof {
 
 namespace {
-constexpr const char* kOpNames[kNumOps] = {"embed",  "norm",        "qkv_proj", "rope",
+constexpr const char* kOpNames[kNumOps] = {"embed",     "norm",     "qkv_proj", "rope",
                                            "attention", "o_proj",   "residual", "mlp_gate_up",
-                                           "swiglu", "mlp_down",    "lm_head",  "sample"};
+                                           "swiglu",    "mlp_down", "lm_head",  "sample"};
 // FLOPs per element for the elementwise ops (a convention, stated so it can be checked):
-constexpr double kNormFlopsPerElem = 4;    // square, accumulate, scale, multiply by weight
-constexpr double kRopeFlopsPerElem = 3;    // a pair rotation is 4 mul + 2 add for 2 elements
-constexpr double kSwigluFlopsPerElem = 6;  // silu(g) = g / (1 + exp(-g)) ~ 4, times up, +1
+constexpr double kNormFlopsPerElem = 4;      // square, accumulate, scale, multiply by weight
+constexpr double kRopeFlopsPerElem = 3;      // a pair rotation is 4 mul + 2 add for 2 elements
+constexpr double kSwigluFlopsPerElem = 6;    // silu(g) = g / (1 + exp(-g)) ~ 4, times up, +1
 constexpr double kSoftmaxFlopsPerScore = 5;  // max, subtract, exp, sum, scale
 }  // namespace
 
 std::string Precision::name() const {
   switch (weights) {
-    case WeightFormat::f16: return "fp16";
-    case WeightFormat::int8_w8a16: return "int8";
-    case WeightFormat::int8_w8a8: return "int8-w8a8";
+    case WeightFormat::f16:
+      return "fp16";
+    case WeightFormat::int8_w8a16:
+      return "int8";
+    case WeightFormat::int8_w8a8:
+      return "int8-w8a8";
   }
   return "?";
 }
@@ -46,7 +49,9 @@ Precision precision_for(const std::string& dtype, int act_bytes, int kv_bytes) {
   return p;
 }
 
-const char* op_name(Op op) { return kOpNames[static_cast<int>(op)]; }
+const char* op_name(Op op) {
+  return kOpNames[static_cast<int>(op)];
+}
 
 Op op_from_name(const std::string& name) {
   for (int i = 0; i < kNumOps; ++i)
@@ -67,7 +72,9 @@ Cost& Cost::operator+=(const Cost& o) {
   kv_bytes += o.kv_bytes;
   return *this;
 }
-Cost operator+(Cost a, const Cost& b) { return a += b; }
+Cost operator+(Cost a, const Cost& b) {
+  return a += b;
+}
 Cost operator*(Cost a, double k) {
   a.flops *= k;
   a.model_flops *= k;
@@ -173,8 +180,8 @@ OpCosts decode_cost(const ModelConfig& m, const Precision& p, int64_t n_seq, int
 
 double weight_bytes(const ModelConfig& m, const Precision& p) {
   const double linear_params = double(m.n_layers) * m.params_per_layer_linear();
-  const double linear_rows = double(m.n_layers) * (m.q_dim() + 2 * m.kv_dim() + m.dim +
-                                                   2 * m.ffn_dim + m.dim);
+  const double linear_rows =
+      double(m.n_layers) * (m.q_dim() + 2 * m.kv_dim() + m.dim + 2 * m.ffn_dim + m.dim);
   double b = linear_params * p.weight_bytes + linear_rows * p.scale_bytes;
   b += double(m.params_embedding()) * p.embed_bytes;
   if (!m.tie_embeddings)

@@ -23,13 +23,13 @@ enum class WeightFormat { f16, int8_w8a16, int8_w8a8 };
 
 struct Precision {
   WeightFormat weights = WeightFormat::f16;
-  int weight_bytes = 2;      // per linear-layer weight element
-  int scale_bytes = 0;       // per output channel (fp32 scale for int8)
-  int act_bytes = 4;         // per activation element (CPU backend: fp32)
-  int kv_bytes = 2;          // per KV-cache element
-  int embed_bytes = 2;       // per embedding-table element (always fp16 in latprof)
-  int norm_weight_bytes = 4; // norm weights are kept in fp32
-  std::string name() const;  // "fp16", "int8" (W8A16), "int8-w8a8"
+  int weight_bytes = 2;       // per linear-layer weight element
+  int scale_bytes = 0;        // per output channel (fp32 scale for int8)
+  int act_bytes = 4;          // per activation element (CPU backend: fp32)
+  int kv_bytes = 2;           // per KV-cache element
+  int embed_bytes = 2;        // per embedding-table element (always fp16 in latprof)
+  int norm_weight_bytes = 4;  // norm weights are kept in fp32
+  std::string name() const;   // "fp16", "int8" (W8A16), "int8-w8a8"
 };
 // dtype as the CLI spells it ("fp16", "int8", "int8-w8a8"), activations and KV as given.
 Precision precision_for(const std::string& dtype, int act_bytes, int kv_bytes);

@@ -20,9 +20,7 @@ uint64_t fnv1a(const std::string& s) {
 class SyntheticWeights final : public WeightSource {
  public:
   SyntheticWeights(uint64_t seed, int64_t dim) : seed_(seed), dim_(dim) {}
-  std::string describe() const override {
-    return "synthetic (seed " + std::to_string(seed_) + ")";
-  }
+  std::string describe() const override { return "synthetic (seed " + std::to_string(seed_) + ")"; }
   // Uniform in ±sqrt(3 / n_in): unit-variance outputs for unit-variance inputs, so activations
   // stay in a realistic range through all layers.
   void load_linear(const std::string& name, DeviceWeight& w, Backend& b) override {

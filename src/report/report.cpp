@@ -36,7 +36,9 @@ Percentiles percentiles(std::vector<double> s) {
 
 namespace {
 // JSON has no NaN or Infinity: write null.
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 double get_num(const nlohmann::json& j, const char* k) {
   if (!j.contains(k) || !j[k].is_number()) return 0;
   return j[k].get<double>();
@@ -44,8 +46,8 @@ double get_num(const nlohmann::json& j, const char* k) {
 }  // namespace
 
 nlohmann::json percentiles_to_json(const Percentiles& p) {
-  return {{"mean", num(p.mean)}, {"p50", num(p.p50)}, {"p90", num(p.p90)},
-          {"p95", num(p.p95)},   {"p99", num(p.p99)}, {"max", num(p.max)},
+  return {{"mean", num(p.mean)}, {"p50", num(p.p50)},       {"p90", num(p.p90)},
+          {"p95", num(p.p95)},   {"p99", num(p.p99)},       {"max", num(p.max)},
           {"min", num(p.min)},   {"stddev", num(p.stddev)}, {"count", p.count}};
 }
 
@@ -190,11 +192,13 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("schema_version") || !j.contains("metrics") ||
       !j.contains("stages"))
     usage_error(origin + ": not a latprof run report (no schema_version, metrics and stages)");
-  const std::string ver = j["schema_version"].is_string() ? j["schema_version"].get<std::string>() : "";
+  const std::string ver =
+      j["schema_version"].is_string() ? j["schema_version"].get<std::string>() : "";
   const int major = std::atoi(ver.c_str());
   if (major != kSchemaMajor)
-    usage_error(origin + ": report schema version " + ver + " is not supported (this latprof reads " +
-                std::to_string(kSchemaMajor) + ".x); re-run it with this latprof");
+    usage_error(origin + ": report schema version " + ver +
+                " is not supported (this latprof reads " + std::to_string(kSchemaMajor) +
+                ".x); re-run it with this latprof");
   RunReport r;
   try {
     r.tool = j.value("tool", nlohmann::json::object());
@@ -239,7 +243,8 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
     r.metrics.setup_ms = get_num(m, "setup_ms");
     if (m.contains("decode_step_fit")) {
       r.metrics.decode_step_intercept_ms = get_num(m["decode_step_fit"], "intercept_ms");
-      r.metrics.decode_step_slope_us_per_token = get_num(m["decode_step_fit"], "slope_us_per_token");
+      r.metrics.decode_step_slope_us_per_token =
+          get_num(m["decode_step_fit"], "slope_us_per_token");
     }
     for (const auto& s : j.at("stages")) r.stages.push_back(row_from_json(s));
     for (const auto& o : j.value("ops", nlohmann::json::array())) r.ops.push_back(row_from_json(o));

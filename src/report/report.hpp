@@ -2,10 +2,9 @@
 // The run report: one structure that every printer (table, JSON, CSV, trace, HTML) formats.
 // Field names here are the JSON names (see README.md, "JSON report"); units are in the names.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "model/cost_model.hpp"
 #include "roofline/ceilings.hpp"
@@ -26,33 +25,33 @@ Percentiles percentiles(std::vector<double> samples);  // linear interpolation b
 struct Row {
   std::string stage;  // for ops: the stage they ran in ("prefill", "decode", "sample")
   std::string name;
-  double time_ms = 0;     // median over repeats, measured
-  double time_min_ms = 0; // fastest repeat
-  double time_max_ms = 0; // slowest repeat
-  double share = 0;       // of e2e (stages) or of the stage (ops)
-  int64_t calls = 0;      // per repeat
-  Cost cost;              // cost model
+  double time_ms = 0;               // median over repeats, measured
+  double time_min_ms = 0;           // fastest repeat
+  double time_max_ms = 0;           // slowest repeat
+  double share = 0;                 // of e2e (stages) or of the stage (ops)
+  int64_t calls = 0;                // per repeat
+  Cost cost;                        // cost model
   double arithmetic_intensity = 0;  // FLOP/byte (cost model)
   double achieved_flops_per_s = 0;
   double achieved_bytes_per_s = 0;
-  double floor_ms = 0;     // roofline floor (cost model / ceilings)
-  std::string bound;       // "compute" | "memory" | "" (no work, e.g. tokenize)
+  double floor_ms = 0;           // roofline floor (cost model / ceilings)
+  std::string bound;             // "compute" | "memory" | "" (no work, e.g. tokenize)
   double roofline_fraction = 0;  // floor_ms / time_ms
-  double mfu = 0;          // model FLOPs / time / compute peak
-  double mbu = 0;          // bytes / time / memory bandwidth
+  double mfu = 0;                // model FLOPs / time / compute peak
+  double mbu = 0;                // bytes / time / memory bandwidth
 };
 
 struct Metrics {
   double ttft_ms = 0;  // tokenize + prefill + first sample (median repeat)
   double tpot_ms = 0;  // mean decode step (forward + sample + detokenize) after the first token
   double e2e_ms = 0;   // all stages
-  double prefill_tokens_per_s = 0;  // batch * input / prefill time
-  double decode_tokens_per_s = 0;   // batch * (output - 1) / decode-phase time
-  Percentiles itl_ms;               // inter-token latencies over all repeats' decode steps
-  Percentiles e2e_repeats_ms;       // spread of e2e over repeats
-  double mfu = 0;                   // prefill + decode model FLOPs / their time / peak
-  double mbu = 0;                   // decode bytes / decode time / bandwidth
-  double setup_ms = 0;              // weights, KV cache, probe: not part of request latency
+  double prefill_tokens_per_s = 0;      // batch * input / prefill time
+  double decode_tokens_per_s = 0;       // batch * (output - 1) / decode-phase time
+  Percentiles itl_ms;                   // inter-token latencies over all repeats' decode steps
+  Percentiles e2e_repeats_ms;           // spread of e2e over repeats
+  double mfu = 0;                       // prefill + decode model FLOPs / their time / peak
+  double mbu = 0;                       // decode bytes / decode time / bandwidth
+  double setup_ms = 0;                  // weights, KV cache, probe: not part of request latency
   double decode_step_intercept_ms = 0;  // linear fit of step time vs context
   double decode_step_slope_us_per_token = 0;
 };
@@ -89,10 +88,10 @@ struct RunInfo {
 
 // One timed span of the median repeat, for traces (not written to the JSON report).
 struct TraceEvent {
-  std::string name;   // op or stage name
-  std::string stage;  // stage it belongs to ("" for a stage span itself)
-  int layer = -1;     // -1: not a per-layer op
-  int step = -1;      // decode step index, -1 for prefill
+  std::string name;     // op or stage name
+  std::string stage;    // stage it belongs to ("" for a stage span itself)
+  int layer = -1;       // -1: not a per-layer op
+  int step = -1;        // decode step index, -1 for prefill
   double start_us = 0;  // from the start of the request
   double dur_us = 0;
 };
@@ -107,7 +106,7 @@ struct RunReport {
   Metrics metrics;
   std::vector<Row> stages;
   std::vector<Row> ops;
-  nlohmann::json setup;  // setup stages (weights, kv cache) with times
+  nlohmann::json setup;                // setup stages (weights, kv cache) with times
   std::vector<double> decode_step_ms;  // per-token decode latencies of the median repeat
   std::vector<double> repeat_e2e_ms;
   std::vector<Check> checks;

@@ -43,8 +43,7 @@ Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin) 
     }
     if (!j[k].is_number()) usage_error(origin + ": ceilings field '" + k + "' is not a number");
     const double v = j[k].get<double>();
-    if (required && !(v > 0))
-      usage_error(origin + ": ceilings field '" + k + "' must be positive");
+    if (required && !(v > 0)) usage_error(origin + ": ceilings field '" + k + "' must be positive");
     return v;
   };
   c.device = j.value("device", "unknown");

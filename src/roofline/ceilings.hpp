@@ -1,8 +1,7 @@
 #pragma once
 // Hardware ceilings: the roofs of the roofline. Each figure carries where it came from.
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "model/cost_model.hpp"
 
@@ -30,10 +29,10 @@ Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin);
 
 // Roofline verdict for one measured or predicted piece of work.
 struct RooflinePoint {
-  double floor_ms = 0;       // max(FLOPs / peak, bytes / bandwidth)
-  double compute_ms = 0;     // FLOPs / peak
-  double memory_ms = 0;      // bytes / bandwidth
-  std::string bound;         // "compute" or "memory" (which floor is larger)
+  double floor_ms = 0;    // max(FLOPs / peak, bytes / bandwidth)
+  double compute_ms = 0;  // FLOPs / peak
+  double memory_ms = 0;   // bytes / bandwidth
+  std::string bound;      // "compute" or "memory" (which floor is larger)
 };
 RooflinePoint roofline_point(const Cost& c, double peak_flops, double bw);
 // Sums the floors of ops (each op bounded on its own roof).

@@ -205,8 +205,12 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-double host_memory_available_bytes() { return meminfo_bytes("MemAvailable:"); }
-double host_memory_total_bytes() { return meminfo_bytes("MemTotal:"); }
+double host_memory_available_bytes() {
+  return meminfo_bytes("MemAvailable:");
+}
+double host_memory_total_bytes() {
+  return meminfo_bytes("MemTotal:");
+}
 
 std::string host_cpu_name() {
   std::ifstream in("/proc/cpuinfo");

@@ -1,0 +1,82 @@
+// latprof run: an instrumented request on the CPU or CUDA backend, with the stage breakdown.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "report/exports.hpp"
+#include "report/table.hpp"
+#include "runner/runner.hpp"
+
+namespace latprof::cli {
+
+CommandFn add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  auto json_path = std::make_shared<std::string>();
+  auto prompt_file = std::make_shared<std::string>();
+  auto ex = std::make_shared<ExportOptions>();
+  auto no_graph = std::make_shared<bool>(false);
+  CLI::App* sub = app.add_subcommand("run",
+                                     "Run an instrumented prefill and decode, print the "
+                                     "stage and operation breakdown");
+  sub->add_option("--model,-m", o->model,
+                  "Built-in model name, a model config .json, a GGUF "
+                  "file or a Hugging Face directory")
+      ->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "Weight precision: fp16 or int8 (weight-only, W8A16)")
+      ->capture_default_str();
+  sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
+  sub->add_option("--input,-i", o->input, "Prompt tokens per sequence (including BOS)")
+      ->capture_default_str();
+  sub->add_option("--output,-o", o->output, "Tokens to generate per sequence (EOS is ignored)")
+      ->capture_default_str();
+  sub->add_option("--batch,-b", o->batch, "Sequences run together")->capture_default_str();
+  sub->add_option("--threads,-t", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  sub->add_option("--repeat,-r", o->repeat, "Timed requests (the report gives medians)")
+      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed short warm-up requests")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the synthetic weights, prompt and sampler")
+      ->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "0: greedy; > 0: sampling")
+      ->capture_default_str();
+  sub->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0: all)")
+      ->capture_default_str();
+  sub->add_option("--prompt", o->prompt, "Prompt text (instead of a synthetic --input prompt)");
+  sub->add_option("--prompt-file", *prompt_file, "Read the prompt text from a file");
+  sub->add_flag("--no-graph", *no_graph, "CUDA: launch decode kernels one by one, no CUDA graph");
+  sub->add_flag("--counters", o->counters,
+                "CUDA: collect hardware counters (DRAM bytes) in a separate pass");
+  sub->add_flag("--reprobe", o->reprobe, "Measure the machine's ceilings again (ignore the cache)");
+  sub->add_flag("--quiet,-q", o->quiet, "No progress bars on stderr");
+  sub->add_option("--json", *json_path, "Write the full report as JSON");
+  sub->add_option("--trace", ex->trace, "Write a Chrome/Perfetto trace (JSON)");
+  sub->add_option("--csv", ex->csv, "Write the stage and op tables as CSV");
+  sub->add_option("--jsonl", ex->jsonl, "Append one JSON line per run (time series)");
+  sub->add_option("--html", ex->html, "Write a self-contained HTML report");
+  return [=]() -> int {
+    std::vector<std::string>& argv = o->argv;
+    argv.clear();
+    if (!json_path->empty()) check_writable(*json_path, "--json");
+    check_export_paths(*ex);
+    if (!prompt_file->empty()) {
+      std::ifstream in(*prompt_file, std::ios::binary);
+      if (!in) usage_error("--prompt-file " + *prompt_file + ": cannot open the file");
+      std::ostringstream s;
+      s << in.rdbuf();
+      o->prompt = s.str();
+      if (o->prompt.empty()) usage_error("--prompt-file " + *prompt_file + " is empty");
+    }
+    o->graphs = !*no_graph;
+    o->keep_timeline = !ex->trace.empty() || !ex->html.empty();
+    const RunReport r = run_benchmark(*o);
+    std::fputs(format_run_table(r).c_str(), stdout);
+    if (!json_path->empty()) write_file_atomic(*json_path, report_to_json(r).dump(2) + "\n");
+    write_exports(r, *ex);
+    return 0;
+  };
+}
+
+}  // namespace latprof::cli

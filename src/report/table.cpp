@@ -1,0 +1,163 @@
+#include "report/table.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "core/format.hpp"
+
+namespace latprof {
+
+namespace {
+
+// A plain text table: columns left- or right-aligned, widths from the content.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, std::string align)
+      : header_(std::move(header)), align_(std::move(align)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void rule() { rows_.push_back({}); }
+  std::string str() const {
+    std::vector<size_t> w(header_.size(), 0);
+    for (size_t i = 0; i < header_.size(); ++i) w[i] = header_[i].size();
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    std::ostringstream o;
+    auto line = [&](const std::vector<std::string>& r) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        const std::string& c = i < r.size() ? r[i] : std::string();
+        const size_t pad = w[i] - c.size();
+        if (i) o << "  ";
+        if (align_[i] == 'r')
+          o << std::string(pad, ' ') << c;
+        else
+          o << c << (i + 1 < w.size() ? std::string(pad, ' ') : "");
+      }
+      o << "\n";
+    };
+    size_t total = 0;
+    for (size_t x : w) total += x + 2;
+    line(header_);
+    o << std::string(total - 2, '-') << "\n";
+    for (const auto& r : rows_) {
+      if (r.empty())
+        o << std::string(total - 2, '-') << "\n";
+      else
+        line(r);
+    }
+    return o.str();
+  }
+
+ private:
+  std::vector<std::string> header_;
+  std::string align_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string intensity(double v) {
+  return v > 0 ? fmt_fixed(v, v < 10 ? 2 : 1) : "-";
+}
+std::string or_dash(const std::string& s) {
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+std::vector<std::string> verdict_lines(const RunReport& r) {
+  std::vector<std::string> out;
+  const Row* top = nullptr;
+  for (const auto& s : r.stages)
+    if (!top || s.time_ms > top->time_ms) top = &s;
+  if (!top) return out;
+  std::ostringstream a;
+  a << top->name << " dominates: " << fmt_ms(top->time_ms) << " of " << fmt_ms(r.metrics.e2e_ms)
+    << " (" << fmt_pct(top->share) << ")";
+  if (!top->bound.empty()) {
+    a << "; it is " << top->bound << "-bound at " << fmt_pct(top->roofline_fraction)
+      << " of its roofline floor (" << fmt_ms(top->floor_ms) << ")";
+  }
+  a << ".";
+  out.push_back(a.str());
+  // The op that costs most inside the dominant stage.
+  const Row* op = nullptr;
+  for (const auto& o : r.ops)
+    if (o.stage == top->name && (!op || o.time_ms > op->time_ms)) op = &o;
+  if (op && !op->bound.empty()) {
+    std::ostringstream b;
+    b << "Inside " << top->name << ", " << op->name << " takes " << fmt_pct(op->share)
+      << " and runs at " << fmt_rate(op->achieved_bytes_per_s, "B/s") << " and "
+      << fmt_rate(op->achieved_flops_per_s, "FLOP/s") << " (" << op->bound << "-bound, "
+      << fmt_pct(op->roofline_fraction) << " of roofline).";
+    out.push_back(b.str());
+  }
+  for (const auto& s : r.stages) {
+    if (&s == top || s.bound.empty() || s.name == "sample") continue;
+    std::ostringstream c;
+    c << s.name << " is " << s.bound << "-bound: MFU " << fmt_pct(s.mfu) << ", MBU "
+      << fmt_pct(s.mbu) << ", " << fmt_pct(s.roofline_fraction) << " of roofline.";
+    out.push_back(c.str());
+    break;
+  }
+  return out;
+}
+
+std::string format_run_table(const RunReport& r) {
+  std::ostringstream o;
+  const RunInfo& ri = r.run;
+  o << "latprof run: " << ri.model << " " << ri.dtype << " on " << ri.backend << " (" << ri.device
+    << "), input " << ri.input_tokens << ", output " << ri.output_tokens << ", batch " << ri.batch
+    << ", " << ri.repeat << " repeat(s)\n";
+  o << "ceilings (" << r.ceilings.source << "): memory "
+    << fmt_rate(r.ceilings.mem_bw_bytes_per_s, "B/s") << ", compute "
+    << fmt_rate(r.ceilings.matmul_flops_per_s, "FLOP/s");
+  if (r.ceilings.int8_ops_per_s > 0) o << ", int8 " << fmt_rate(r.ceilings.int8_ops_per_s, "op/s");
+  o << "\n\n";
+
+  Table st(
+      {"stage", "time", "share", "FLOPs", "bytes", "FLOP/B", "bound", "MFU", "MBU", "roofline"},
+      "lrrrrrlrrr");
+  for (const auto& s : r.stages) {
+    const bool work = s.cost.bytes() > 0;
+    st.add({s.name, fmt_ms(s.time_ms), fmt_pct(s.share), work ? fmt_count(s.cost.flops) : "-",
+            work ? fmt_bytes(s.cost.bytes()) : "-", intensity(s.arithmetic_intensity),
+            or_dash(s.bound), work ? fmt_pct(s.mfu) : "-", work ? fmt_pct(s.mbu) : "-",
+            work ? fmt_pct(s.roofline_fraction) : "-"});
+  }
+  st.rule();
+  st.add({"end-to-end", fmt_ms(r.metrics.e2e_ms), "100%", "", "", "", "", "", "", ""});
+  o << st.str() << "\n";
+
+  Table ot(
+      {"stage", "op", "time", "share", "FLOPs", "bytes", "FLOP/B", "bound", "achieved", "roofline"},
+      "llrrrrrlrr");
+  std::string last;
+  for (const auto& op : r.ops) {
+    if (!last.empty() && op.stage != last) ot.rule();
+    last = op.stage;
+    const std::string achieved = op.bound == "compute" ? fmt_rate(op.achieved_flops_per_s, "FLOP/s")
+                                                       : fmt_rate(op.achieved_bytes_per_s, "B/s");
+    ot.add({op.stage, op.name, fmt_ms(op.time_ms), fmt_pct(op.share), fmt_count(op.cost.flops),
+            fmt_bytes(op.cost.bytes()), intensity(op.arithmetic_intensity), or_dash(op.bound),
+            achieved, fmt_pct(op.roofline_fraction)});
+  }
+  o << ot.str() << "\n";
+
+  const Metrics& m = r.metrics;
+  o << "TTFT " << fmt_ms(m.ttft_ms) << "   TPOT " << fmt_ms(m.tpot_ms) << "   E2E "
+    << fmt_ms(m.e2e_ms) << "   ITL p50 " << fmt_ms(m.itl_ms.p50) << " p95 " << fmt_ms(m.itl_ms.p95)
+    << " p99 " << fmt_ms(m.itl_ms.p99) << " max " << fmt_ms(m.itl_ms.max) << "\n";
+  o << "prefill " << fmt_fixed(m.prefill_tokens_per_s, 1) << " tok/s   decode "
+    << fmt_fixed(m.decode_tokens_per_s, 2) << " tok/s   MFU " << fmt_pct(m.mfu) << "   MBU "
+    << fmt_pct(m.mbu) << "   setup " << fmt_ms(m.setup_ms) << " (not in E2E)\n\n";
+  for (const auto& v : verdict_lines(r)) o << v << "\n";
+  for (const auto& c : r.checks)
+    o << (c.level == "error"     ? "CHECK FAILED"
+          : c.level == "warning" ? "warning"
+                                 : "note")
+      << " (" << c.subject << "): " << c.message << "\n";
+  for (const auto& n : r.notes) o << "note: " << n << "\n";
+  o << "(times measured; FLOPs, bytes and floors from the cost model)\n";
+  return o.str();
+}
+
+}  // namespace latprof

@@ -1,0 +1,146 @@
+#include "runner/host_ceilings.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "core/atomic_file.hpp"
+#include "kernels/cpu/kernels.hpp"
+
+namespace latprof {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bump when the probe changes so old cached figures are not reused.
+constexpr int kProbeVersion = 1;
+
+double llc_bytes() {
+  double best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(in >> s)) continue;
+    double v = std::atof(s.c_str());
+    if (s.find('K') != std::string::npos) v *= 1024;
+    if (s.find('M') != std::string::npos) v *= 1024 * 1024;
+    best = std::max(best, v);
+  }
+  return best;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+fs::path cache_file(int threads) {
+  fs::path dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    dir = fs::path(x) / "latprof";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = fs::path(h) / ".cache" / "latprof";
+  else
+    dir = fs::temp_directory_path() / "latprof";
+  std::string cpu = host_cpu_name();
+  for (char& ch : cpu)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return dir / ("ceilings-" + cpu + "-t" + std::to_string(threads) + "-v" +
+                std::to_string(kProbeVersion) + ".json");
+}
+
+HostCeilings from_json(const nlohmann::json& j) {
+  HostCeilings h;
+  h.ceilings = ceilings_from_json(j.at("ceilings"), "probe cache");
+  h.info = j.at("info");
+  h.triad_bytes_per_s = j.value("triad_bytes_per_s", 0.0);
+  return h;
+}
+
+}  // namespace
+
+HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
+  if (threads <= 0) threads = int(sysconf(_SC_NPROCESSORS_ONLN));
+  const fs::path file = cache_file(threads);
+  if (!reprobe && fs::exists(file)) {
+    try {
+      std::ifstream in(file);
+      HostCeilings h = from_json(nlohmann::json::parse(in));
+      h.info["cached"] = true;
+      h.info["cache_file"] = file.string();
+      return h;
+    } catch (const std::exception&) {
+      // A damaged cache is measured again.
+    }
+  }
+  if (!quiet)
+    std::fprintf(stderr, "latprof: measuring this machine's ceilings (%d threads; cached in %s)\n",
+                 threads, file.c_str());
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr size_t kStreamBytes = size_t(1) << 30;  // 1 GiB: far past any last-level cache
+  constexpr int kReps = 5;
+  const cpu::ProbeResult read = cpu::probe_read_bandwidth(kStreamBytes, kReps);
+  const cpu::ProbeResult triad = cpu::probe_triad_bandwidth(kStreamBytes / 2, kReps);
+  const cpu::ProbeResult fma = cpu::probe_fma_peak(kReps);
+  const cpu::ProbeResult i8 = cpu::probe_int8_peak(kReps);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  omp_set_num_threads(saved);
+
+  HostCeilings h;
+  Ceilings& c = h.ceilings;
+  c.device = host_cpu_name();
+  c.source = "measured by latprof's built-in probe";
+  c.mem_bw_bytes_per_s = read.value;
+  c.matmul_flops_per_s = fma.value;
+  c.vector_flops_per_s = fma.value;
+  c.int8_ops_per_s = i8.value;
+  c.memory_bytes = host_memory_total_bytes();
+  c.cache_bytes = llc_bytes();
+  h.triad_bytes_per_s = triad.value;
+  auto probe_json = [](const cpu::ProbeResult& p, const char* what, const char* method) {
+    return nlohmann::json{{"best", p.value},
+                          {"median", p.median},
+                          {"repetitions", p.repetitions},
+                          {"work_per_repetition", p.bytes_or_ops},
+                          {"unit", what},
+                          {"method", method}};
+  };
+  h.info = {
+      {"method", "built-in probe: best of " + std::to_string(kReps) + " repetitions"},
+      {"threads", threads},
+      {"isa", cpu::isa_name(cpu::active_isa())},
+      {"measured_utc", utc_now()},
+      {"probe_seconds", secs},
+      {"cached", false},
+      {"cache_file", file.string()},
+      {"read_bandwidth", probe_json(read, "bytes/s", "sum-reduction over a 1 GiB buffer")},
+      {"triad_bandwidth", probe_json(triad, "bytes/s", "STREAM triad a=b+s*c, 3 arrays counted")},
+      {"fp32_fma_peak", probe_json(fma, "FLOP/s", "independent FMA chains in registers")},
+      {"int8_peak", probe_json(i8, "op/s", "int8 dot-product chains (VNNI when present)")},
+      {"cache_bytes_source", "/sys/devices/system/cpu/cpu0/cache"},
+  };
+  try {
+    fs::create_directories(file.parent_path());
+    nlohmann::json j = {{"ceilings", ceilings_to_json(c)},
+                        {"info", h.info},
+                        {"triad_bytes_per_s", h.triad_bytes_per_s}};
+    write_file_atomic(file.string(), j.dump(2));
+  } catch (const std::exception&) {
+    h.info["cache_file"] = nullptr;  // not cached; still measured
+  }
+  return h;
+}
+
+}  // namespace latprof

@@ -1,0 +1,40 @@
+#pragma once
+// The benchmark runner: opens the model, places it on a backend, measures the ceilings, runs
+// warm-up and timed requests (tokenize -> prefill -> sample -> decode steps -> detokenize ->
+// serialize), and builds the run report.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/report.hpp"
+
+namespace latprof {
+
+struct RunOptions {
+  std::string model = "llama-2-7b";
+  std::string dtype = "fp16";
+  std::string backend = "auto";
+  int64_t input = 500;   // prompt tokens per sequence (with BOS); ignored when prompt is set
+  int64_t output = 200;  // generated tokens per sequence
+  int64_t batch = 1;
+  int threads = 0;  // 0: all cores
+  int repeat = 1;
+  int warmup = 1;
+  uint64_t seed = 42;
+  float temperature = 0.f;
+  int top_k = 0;
+  bool graphs = true;
+  bool counters = false;
+  bool reprobe = false;
+  bool quiet = false;          // no progress bars
+  bool keep_timeline = false;  // fill RunReport::timeline (traces)
+  std::string prompt;          // real text (from --prompt or --prompt-file)
+  std::vector<std::string> argv;
+};
+
+// Validates the options against the model (context length, sizes); throws UsageError.
+void validate_run_options(const RunOptions& o, int64_t max_seq_len);
+
+RunReport run_benchmark(const RunOptions& o);
+
+}  // namespace latprof
