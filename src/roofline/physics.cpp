@@ -1,6 +1,172 @@
-// Placeholder: the physics checks of run reports land with the roofline analyzer.
+// Physics checks of a run report. A measured time cannot be below the roofline floor of the work
+// the cost model says it did; when it is, the clock was read before the work finished (missing
+// synchronization) or the bytes/FLOPs are wrong, so the row is flagged, not reported as a result.
 #include "roofline/physics.hpp"
 
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "model/config.hpp"
+
 namespace latprof {
-void add_physics_checks(RunReport&) {}
+
+namespace {
+
+// Measured ceilings are themselves measurements (a probe reaches a few percent less than the
+// best kernel can): a time up to 10% below the floor is "at the roof", a warning, not an error.
+constexpr double kFloorTolerance = 0.10;
+// Two measurements of the same thing (tokens/s against step times) may differ by what each
+// includes (sampling, detokenize, the first step): beyond 20% they contradict each other.
+constexpr double kConsistencyTolerance = 0.20;
+
+const char* kTimingHint = "likely timing error (missing synchronization, wrong byte count)";
+
+std::string x_of(double ratio) {
+  return fmt_fixed(ratio, ratio >= 10 ? 0 : 2) + "x";
+}
+
+struct WorkingSet {
+  bool known = false;
+  double weights = 0, kv = 0;
+  double total() const { return weights + kv; }
+};
+
+WorkingSet working_set(const RunReport& r) {
+  WorkingSet ws;
+  if (!r.model_config.is_object() || r.model_config.empty()) return ws;
+  try {
+    const ModelConfig m = model_from_json(r.model_config, "report model");
+    // KV and activation widths do not change the weight bytes; the KV cache is counted at the
+    // 2 bytes per element both backends store.
+    const Precision p = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
+    ws.weights = weight_bytes(m, p);
+    ws.kv = kv_cache_bytes(m, p, std::max<int64_t>(1, r.run.batch),
+                           r.run.input_tokens + r.run.output_tokens);
+    ws.known = true;
+  } catch (const UsageError&) {
+  }
+  return ws;
+}
+
+void check_row(RunReport& r, const Row& row, const std::string& subject, bool cache_resident,
+               bool is_op) {
+  const Ceilings& c = r.ceilings;
+  if (!(row.time_ms > 0) || !std::isfinite(row.time_ms)) return;
+  if (row.cost.flops <= 0 && row.cost.bytes() <= 0) return;
+  double peak = c.matmul_flops_per_s;
+  if (is_op) {
+    try {
+      peak = c.peak_for(op_from_name(row.name),
+                        precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2));
+    } catch (const UsageError&) {
+    }
+  }
+  const double compute_ms = peak > 0 ? row.cost.flops / peak * 1e3 : 0;
+  const double memory_ms =
+      c.mem_bw_bytes_per_s > 0 ? row.cost.bytes() / c.mem_bw_bytes_per_s * 1e3 : 0;
+  // The runner's floor sums per-op floors for a stage (tighter than the stage total's); use it
+  // when present.
+  const double floor_ms = row.floor_ms > 0 ? row.floor_ms : std::max(compute_ms, memory_ms);
+  const bool memory_bound = memory_ms > compute_ms;
+  const double applicable = cache_resident && memory_bound ? compute_ms : floor_ms;
+  if (!(applicable > 0)) return;
+  const double ratio = applicable / row.time_ms;  // > 1: faster than physics
+  const std::string what = subject + " measured " + fmt_ms(row.time_ms) + " is below its " +
+                           (cache_resident && memory_bound ? "compute" : "roofline") + " floor " +
+                           fmt_ms(applicable);
+  if (ratio > 1 + kFloorTolerance) {
+    std::string why =
+        memory_bound && !cache_resident
+            ? " (" + fmt_bytes(row.cost.bytes()) + " at " + fmt_rate(c.mem_bw_bytes_per_s, "B/s") +
+                  ")"
+            : " (" + fmt_count(row.cost.flops) + "FLOP at " + fmt_rate(peak, "FLOP/s") + ")";
+    r.checks.push_back(
+        {"error", subject,
+         what + why + ": " + x_of(ratio) + " faster than physics allows; " + kTimingHint});
+  } else if (ratio > 1) {
+    r.checks.push_back({"warning", subject,
+                        what + " by " + fmt_pct(ratio - 1) +
+                            ": at the roof, within the tolerance of the measured ceilings"});
+  } else {
+    // Within the floor: MFU/MBU over 100% can still come from the model-FLOP convention.
+    if (row.mfu > 1 + 1e-9)
+      r.checks.push_back({"error", subject + ".mfu",
+                          subject + " MFU " + fmt_pct(row.mfu) + " is above 100%; " + kTimingHint});
+    if (row.mbu > 1 + 1e-9 && !cache_resident)
+      r.checks.push_back({"error", subject + ".mbu",
+                          subject + " MBU " + fmt_pct(row.mbu) + " is above 100%; " + kTimingHint});
+  }
+}
+
+void check_consistent(RunReport& r, const std::string& subject, const std::string& a_name, double a,
+                      const std::string& b_name, double b) {
+  if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) return;
+  const double rel = std::fabs(a - b) / std::min(a, b);
+  if (rel > kConsistencyTolerance)
+    r.checks.push_back({"error", subject,
+                        a_name + " " + fmt_fixed(a, 2) + " and " + b_name + " " + fmt_fixed(b, 2) +
+                            " disagree by " + fmt_pct(rel) + "; " + kTimingHint});
+}
+
+}  // namespace
+
+void add_physics_checks(RunReport& r) {
+  const Ceilings& c = r.ceilings;
+  if (!(c.mem_bw_bytes_per_s > 0) || !(c.matmul_flops_per_s > 0)) {
+    r.checks.push_back({"warning", "ceilings",
+                        "no memory bandwidth or compute peak for " + c.device +
+                            ": the physics checks were skipped"});
+    return;
+  }
+  const WorkingSet ws = working_set(r);
+  const bool cache_resident = ws.known && c.cache_bytes > 0 && ws.total() <= c.cache_bytes;
+  if (cache_resident)
+    r.checks.push_back(
+        {"info", "ceilings.cache_bytes",
+         "the working set (weights " + fmt_bytes(ws.weights) + " + KV cache " + fmt_bytes(ws.kv) +
+             ") fits in the " + fmt_bytes(c.cache_bytes) + " last-level cache of " + c.device +
+             ": the memory roof (" + fmt_rate(c.mem_bw_bytes_per_s, "B/s") +
+             ") does not apply; memory-bound rows are checked against the compute roof only"});
+
+  for (const Row& s : r.stages) check_row(r, s, s.name, cache_resident, false);
+  for (const Row& o : r.ops) check_row(r, o, o.stage + "." + o.name, cache_resident, true);
+
+  const Metrics& m = r.metrics;
+  if (m.mfu > 1 + 1e-9)
+    r.checks.push_back(
+        {"error", "metrics.mfu", "MFU " + fmt_pct(m.mfu) + " is above 100%; " + kTimingHint});
+  if (m.mbu > 1 + 1e-9 && !cache_resident)
+    r.checks.push_back(
+        {"error", "metrics.mbu", "MBU " + fmt_pct(m.mbu) + " is above 100%; " + kTimingHint});
+
+  // tokens/s against the step times they are derived from
+  const double batch = double(std::max<int64_t>(1, r.run.batch));
+  if (m.tpot_ms > 0)
+    check_consistent(r, "metrics.decode_tokens_per_s", "decode tokens/s", m.decode_tokens_per_s,
+                     "batch x 1000 / TPOT", batch * 1e3 / m.tpot_ms);
+  if (!r.decode_step_ms.empty()) {
+    const double mean = std::accumulate(r.decode_step_ms.begin(), r.decode_step_ms.end(), 0.0) /
+                        double(r.decode_step_ms.size());
+    check_consistent(r, "metrics.tpot_ms", "TPOT ms", m.tpot_ms, "mean decode step ms", mean);
+  }
+  for (const Row& s : r.stages) {
+    if (s.name == "prefill" && s.time_ms > 0 && r.run.input_tokens > 0)
+      check_consistent(r, "metrics.prefill_tokens_per_s", "prefill tokens/s",
+                       m.prefill_tokens_per_s, "batch x input / prefill time",
+                       batch * double(r.run.input_tokens) / (s.time_ms / 1e3));
+    if (s.name == "prefill" && s.time_ms > 0 && m.ttft_ms > 0 && m.ttft_ms < s.time_ms * 0.99)
+      r.checks.push_back({"error", "metrics.ttft_ms",
+                          "TTFT " + fmt_ms(m.ttft_ms) +
+                              " is shorter than the prefill it contains (" + fmt_ms(s.time_ms) +
+                              "); " + kTimingHint});
+  }
+  if (m.e2e_ms > 0 && m.ttft_ms > m.e2e_ms * 1.01)
+    r.checks.push_back({"error", "metrics.e2e_ms",
+                        "E2E " + fmt_ms(m.e2e_ms) + " is shorter than TTFT " + fmt_ms(m.ttft_ms) +
+                            "; " + kTimingHint});
+}
+
 }  // namespace latprof
