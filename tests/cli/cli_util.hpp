@@ -1,0 +1,47 @@
+#pragma once
+// Runs the latprof binary for end-to-end tests.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace cli_test {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline std::filesystem::path temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() /
+           ("latprof-test-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// args are appended to the binary path as given (shell syntax).
+inline Result latprof(const std::string& args) {
+  static int n = 0;
+  const auto d = temp_dir("cli");
+  const std::string o = (d / ("out" + std::to_string(n))).string();
+  const std::string e = (d / ("err" + std::to_string(n++))).string();
+  const std::string cmd = std::string(LATPROF_BIN) + " " + args + " >" + o + " 2>" + e;
+  const int st = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+}  // namespace cli_test

@@ -1,0 +1,133 @@
+// End-to-end runs of `latprof run` on the tiny model: the JSON report's contract and its
+// physics, and every bad-input case.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.hpp"
+
+namespace {
+
+using cli_test::latprof;
+namespace fs = std::filesystem;
+
+nlohmann::json run_json(const std::string& args, const std::string& name) {
+  const auto path = cli_test::temp_dir("run") / (name + ".json");
+  fs::remove(path);
+  const auto r = latprof("run --model tiny --quiet " + args + " --json " + path.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(cli_test::slurp(path.string()));
+}
+
+const nlohmann::json& stage(const nlohmann::json& j, const std::string& name) {
+  for (const auto& s : j["stages"])
+    if (s["name"] == name) return s;
+  throw std::runtime_error("no stage " + name);
+}
+
+TEST(RunCli, ReportHasTheRequiredFields) {
+  const auto j = run_json("--input 24 --output 12 --repeat 2", "fields");
+  for (const char* k : {"schema_version", "tool", "machine", "run", "ceilings", "metrics", "stages",
+                        "ops"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"name", "version", "git_commit", "build_type"})
+    EXPECT_TRUE(j["tool"].contains(k)) << k;
+  for (const char* k : {"model", "dtype", "backend", "input_tokens", "output_tokens", "batch",
+                        "threads", "repeat", "seed", "output_token_ids"})
+    EXPECT_TRUE(j["run"].contains(k)) << k;
+  for (const char* k : {"ttft_ms", "tpot_ms", "e2e_ms", "prefill_tokens_per_s",
+                        "decode_tokens_per_s", "itl_ms", "mfu", "mbu"})
+    EXPECT_TRUE(j["metrics"].contains(k)) << k;
+  for (const char* k : {"p50", "p95", "p99", "max"}) EXPECT_TRUE(j["metrics"]["itl_ms"].contains(k));
+  for (const auto& s : j["stages"])
+    for (const char* k : {"name", "time_ms", "share", "flops", "bytes", "arithmetic_intensity",
+                          "bound", "mfu", "mbu"})
+      EXPECT_TRUE(s.contains(k)) << k;
+  std::set<std::string> ops;
+  for (const auto& o : j["ops"]) ops.insert(o["name"].get<std::string>());
+  for (const char* k : {"embed", "norm", "qkv_proj", "rope", "attention", "o_proj", "mlp_gate_up",
+                        "mlp_down", "lm_head", "sample"})
+    EXPECT_TRUE(ops.count(k)) << k;
+  EXPECT_EQ(j["run"]["output_token_ids"].size(), 12u);
+  EXPECT_EQ(j["run"]["input_tokens"], 24);
+  EXPECT_EQ(j["decode_step_ms"].size(), 11u);
+}
+
+TEST(RunCli, StagesAddUpAndTtftWithinE2e) {
+  const auto j = run_json("--input 64 --output 32", "sums");
+  double sum = 0;
+  for (const auto& s : j["stages"]) sum += s["time_ms"].get<double>();
+  const double e2e = j["metrics"]["e2e_ms"];
+  EXPECT_NEAR(sum, e2e, 0.05 * e2e);
+  EXPECT_LE(j["metrics"]["ttft_ms"].get<double>(), e2e);
+  EXPECT_GT(j["metrics"]["ttft_ms"].get<double>(), stage(j, "prefill")["time_ms"].get<double>());
+}
+
+TEST(RunCli, DecodeIsMemoryBoundAndLongPrefillComputeBound) {
+  const auto j = run_json("--input 400 --output 8", "bounds");
+  EXPECT_EQ(stage(j, "decode")["bound"], "memory");
+  EXPECT_EQ(stage(j, "prefill")["bound"], "compute");
+  const auto k = run_json("--input 8 --output 8 --dtype int8", "bounds8");
+  EXPECT_EQ(stage(k, "decode")["bound"], "memory");
+}
+
+TEST(RunCli, GreedyTokensReproducibleAcrossThreadCounts) {
+  const auto a = run_json("--input 20 --output 16 --threads 1", "t1");
+  const auto b = run_json("--input 20 --output 16 --threads 2", "t2");
+  EXPECT_EQ(a["run"]["output_token_ids"], b["run"]["output_token_ids"]);
+  const auto c = run_json("--input 20 --output 16 --seed 43", "seed43");
+  EXPECT_NE(a["run"]["output_token_ids"], c["run"]["output_token_ids"]);
+}
+
+TEST(RunCli, SamplingIsSeededAndDiffersFromGreedy) {
+  const auto a = run_json("--input 10 --output 24 --temperature 1.5 --top-k 40 --seed 5", "s1");
+  const auto b = run_json("--input 10 --output 24 --temperature 1.5 --top-k 40 --seed 5", "s2");
+  EXPECT_EQ(a["run"]["output_token_ids"], b["run"]["output_token_ids"]);
+}
+
+TEST(RunCli, PrintsTheBreakdown) {
+  const auto r = latprof("run --model tiny --quiet --input 16 --output 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* k : {"prefill", "decode", "TTFT", "TPOT", "end-to-end", "dominates"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k;
+}
+
+struct BadCase {
+  const char* args;
+  const char* expect;  // a word the message must contain
+};
+
+class BadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadInput, OneLineAndExitTwoAndNoFile) {
+  const auto dir = cli_test::temp_dir("bad");
+  const auto out = dir / "report.json";
+  fs::remove(out);
+  std::string args = GetParam().args;
+  const bool own_json = args.find("--json") != std::string::npos;
+  if (!own_json) args += " --json " + out.string();
+  const auto r = latprof("run --quiet " + args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(GetParam().expect), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  for (const auto& f : fs::directory_iterator(dir))
+    EXPECT_EQ(f.path().filename().string().find(".tmp"), std::string::npos) << f.path();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadInput,
+    ::testing::Values(BadCase{"--model tiny --input 0", "--input"},
+                      BadCase{"--model tiny --input -3", "input"},
+                      BadCase{"--model tiny --input abc", "input"},
+                      BadCase{"--model tiny --output 0", "--output"},
+                      BadCase{"--model tiny --input 400 --output 200", "context"},
+                      BadCase{"--model nosuchmodel", "unknown model"},
+                      BadCase{"--model tiny --dtype fp8", "dtype"},
+                      BadCase{"--model tiny --backend tpu", "backend"},
+                      BadCase{"--model tiny --batch 0", "--batch"},
+                      BadCase{"--model tiny --json /nonexistent-dir/x.json", "does not exist"},
+                      BadCase{"--model llama-2-13b --batch 64 --input 2000 --output 2000",
+                              "available"}));
+
+}  // namespace

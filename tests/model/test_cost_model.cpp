@@ -1,0 +1,84 @@
+// The cost model against hand-computed values for llama-2-7b.
+#include <gtest/gtest.h>
+
+#include "model/config.hpp"
+#include "model/cost_model.hpp"
+
+namespace {
+
+using namespace latprof;
+
+TEST(CostModel, Llama2_7bParameters) {
+  const ModelConfig m = find_model("llama-2-7b");
+  // embeddings 32000*4096 = 131,072,000; per layer 4*4096^2 + 3*4096*11008 + 2*4096 norms
+  // = 202,383,360; final norm 4096; LM head 131,072,000.
+  EXPECT_EQ(m.params_total(), 6738415616);
+  EXPECT_EQ(m.params_per_layer_linear(), 202375168);
+  EXPECT_EQ(m.params_matmul(), 32 * 202375168LL + 131072000LL);
+}
+
+TEST(CostModel, DecodeStepFlopsAndBytes) {
+  const ModelConfig m = find_model("llama-2-7b");
+  const Precision p = precision_for("fp16", 2, 2);
+  const int64_t ctx = 700;
+  const OpCosts ops = forward_cost(m, p, 1, 1, ctx);
+  // Linear layers: 2 FLOPs per matmul parameter per token.
+  const double linear = ops[int(Op::qkv_proj)].flops + ops[int(Op::o_proj)].flops +
+                        ops[int(Op::mlp_gate_up)].flops + ops[int(Op::mlp_down)].flops +
+                        ops[int(Op::lm_head)].flops;
+  EXPECT_DOUBLE_EQ(linear, 2.0 * double(m.params_matmul()));
+  // Model FLOPs of attention: 4 * layers * q_dim * context (context includes the new token).
+  EXPECT_DOUBLE_EQ(ops[int(Op::attention)].model_flops, 4.0 * 32 * 4096 * (ctx + 1));
+  // Weight bytes per step: every linear weight once, fp16.
+  const double wbytes = ops[int(Op::qkv_proj)].weight_bytes + ops[int(Op::o_proj)].weight_bytes +
+                        ops[int(Op::mlp_gate_up)].weight_bytes +
+                        ops[int(Op::mlp_down)].weight_bytes + ops[int(Op::lm_head)].weight_bytes;
+  EXPECT_DOUBLE_EQ(wbytes, 2.0 * double(m.params_matmul()));
+  // KV read: 2 (K, V) * layers * kv_dim * 2 bytes * (ctx + 1), plus the new row written.
+  EXPECT_DOUBLE_EQ(ops[int(Op::attention)].kv_bytes, 2.0 * 32 * 4096 * 2 * (ctx + 1 + 1));
+}
+
+TEST(CostModel, Int8HalvesWeightBytesAndCountsScales) {
+  const ModelConfig m = find_model("llama-2-7b");
+  const Precision f = precision_for("fp16", 2, 2), q = precision_for("int8", 2, 2);
+  const Cost a = forward_cost(m, f, 1, 1, 10)[int(Op::mlp_down)];
+  const Cost b = forward_cost(m, q, 1, 1, 10)[int(Op::mlp_down)];
+  EXPECT_DOUBLE_EQ(a.weight_bytes, 32.0 * 4096 * 11008 * 2);
+  EXPECT_DOUBLE_EQ(b.weight_bytes, 32.0 * (4096.0 * 11008 + 4096 * 4));
+  EXPECT_DOUBLE_EQ(a.flops, b.flops);
+}
+
+TEST(CostModel, PrefillWeightsReadOnceAndCausalAttention) {
+  const ModelConfig m = find_model("llama-2-7b");
+  const Precision p = precision_for("fp16", 4, 2);
+  const OpCosts one = forward_cost(m, p, 1, 1, 0), many = forward_cost(m, p, 1, 500, 0);
+  EXPECT_DOUBLE_EQ(one[int(Op::o_proj)].weight_bytes, many[int(Op::o_proj)].weight_bytes);
+  EXPECT_DOUBLE_EQ(many[int(Op::o_proj)].flops, 500 * one[int(Op::o_proj)].flops);
+  // Executed attention is causal (about half of the square), model FLOPs count the full square.
+  const Cost& at = many[int(Op::attention)];
+  EXPECT_NEAR(at.model_flops / (4.0 * 32 * 4096 * 500 * 500), 1.0, 1e-12);
+  EXPECT_GT(at.flops, 0.5 * at.model_flops);
+  EXPECT_LT(at.flops, 0.6 * at.model_flops);
+  // Only the last token reaches the LM head.
+  EXPECT_DOUBLE_EQ(many[int(Op::lm_head)].flops, one[int(Op::lm_head)].flops);
+}
+
+TEST(CostModel, DecodeSumsStepsWithGrowingContext) {
+  const ModelConfig m = find_model("tiny");
+  const Precision p = precision_for("fp16", 4, 2);
+  const OpCosts sum = decode_cost(m, p, 2, 10, 3);
+  double kv = 0;
+  for (int k = 0; k < 3; ++k) kv += forward_cost(m, p, 2, 1, 10 + k)[int(Op::attention)].kv_bytes;
+  EXPECT_DOUBLE_EQ(sum[int(Op::attention)].kv_bytes, kv);
+}
+
+TEST(CostModel, FootprintOfLlama2_7b) {
+  const ModelConfig m = find_model("llama-2-7b");
+  const Precision p = precision_for("fp16", 2, 2);
+  // fp16 everywhere but the fp32 norm weights (65 vectors of 4096).
+  EXPECT_DOUBLE_EQ(weight_bytes(m, p), 2.0 * (6738415616.0 - 65 * 4096) + 4.0 * 65 * 4096);
+  // KV cache: 2 * 32 layers * 4096 * 2 bytes = 512 KiB per token.
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(m, p), 524288.0);
+}
+
+}  // namespace

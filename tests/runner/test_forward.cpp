@@ -1,0 +1,105 @@
+// latprof's forward pass on the tiny model against the plain fp64 implementation in
+// naive_llama.hpp, for prefill and for decode steps from the KV cache, in fp16 and int8.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "model/open.hpp"
+#include "runner/forward.hpp"
+#include "runner/naive_llama.hpp"
+
+namespace {
+
+using namespace latprof;
+
+// ||a - b|| / ||b||: latprof keeps activations in fp32 and the KV cache in fp16, so logits
+// agree with the fp64 reference to about fp16 rounding of K/V (2^-11) amplified through two
+// layers; 5e-3 leaves room for that and fails on any real indexing or math error.
+constexpr double kLogitTolerance = 5e-3;
+
+double rel_error(const std::vector<float>& a, const naive::Vec& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+class ForwardTest : public ::testing::TestWithParam<std::tuple<WeightType, int>> {};
+
+TEST_P(ForwardTest, MatchesNaiveReference) {
+  const auto [wtype, threads] = GetParam();
+  BackendOptions bo;
+  bo.threads = threads;
+  auto backend = make_cpu_backend(bo);
+  OpenedModel om = open_model("tiny", 7);
+  const ModelConfig& c = om.config;
+  constexpr int64_t kPrompt = 13, kSteps = 5;
+  LoadedModel m(c, wtype, *backend, 1, kPrompt, kPrompt + kSteps);
+  m.load(*om.weights, {});
+  Profiler prof(*backend);
+
+  std::vector<int32_t> prompt(kPrompt);
+  for (int64_t i = 0; i < kPrompt; ++i) prompt[size_t(i)] = int32_t((i * 37 + 11) % c.vocab_size);
+  std::vector<float> logits(size_t(c.vocab_size));
+  // Poison the logits so an unwritten element cannot pass.
+  std::vector<float> poison(size_t(c.vocab_size), std::nanf(""));
+  backend->copy_to_device(m.logits, poison.data(), poison.size() * 4);
+
+  backend->copy_to_device(m.tokens, prompt.data(), prompt.size() * 4);
+  int32_t pos = 0;
+  backend->copy_to_device(m.pos, &pos, 4);
+  forward(m, prof, 1, kPrompt);
+  backend->activations_to_host(logits.data(), m.logits, c.vocab_size);
+
+  naive::Llama ref(m);
+  naive::Vec want;
+  for (int32_t t : prompt) want = ref.step(t);
+  EXPECT_LT(rel_error(logits, want), kLogitTolerance) << "prefill logits";
+
+  int32_t next = prompt.back();
+  for (int64_t s = 0; s < kSteps; ++s) {
+    next = int32_t((next * 7 + 3) % c.vocab_size);
+    backend->copy_to_device(m.logits, poison.data(), poison.size() * 4);
+    backend->copy_to_device(m.tokens, &next, 4);
+    pos = int32_t(kPrompt + s);
+    backend->copy_to_device(m.pos, &pos, 4);
+    forward(m, prof, 1, 1);
+    backend->activations_to_host(logits.data(), m.logits, c.vocab_size);
+    want = ref.step(next);
+    EXPECT_LT(rel_error(logits, want), kLogitTolerance) << "decode step " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypesAndThreads, ForwardTest,
+                         ::testing::Combine(::testing::Values(WeightType::f16, WeightType::i8),
+                                            ::testing::Values(1, 2)));
+
+// A batch of identical sequences must give identical logits per sequence, equal to batch 1.
+TEST(Forward, BatchRowsAgree) {
+  auto backend = make_cpu_backend(BackendOptions{});
+  OpenedModel om = open_model("tiny", 3);
+  const ModelConfig& c = om.config;
+  constexpr int64_t B = 3, T = 9;
+  LoadedModel m(c, WeightType::f16, *backend, B, T, T + 1);
+  m.load(*om.weights, {});
+  Profiler prof(*backend);
+  std::vector<int32_t> toks;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) toks.push_back(int32_t(5 + t * 3));
+  backend->copy_to_device(m.tokens, toks.data(), toks.size() * 4);
+  int32_t pos = 0;
+  backend->copy_to_device(m.pos, &pos, 4);
+  forward(m, prof, B, T);
+  std::vector<float> logits(size_t(B * c.vocab_size));
+  backend->activations_to_host(logits.data(), m.logits, B * c.vocab_size);
+  for (int64_t b = 1; b < B; ++b)
+    for (int64_t i = 0; i < c.vocab_size; ++i)
+      ASSERT_NEAR(logits[size_t(b * c.vocab_size + i)], logits[size_t(i)], 1e-4)
+          << "sequence " << b << " logit " << i;
+}
+
+}  // namespace
