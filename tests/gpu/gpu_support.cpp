@@ -85,7 +85,7 @@ std::unique_ptr<DevBuf> upload_act(Backend* b, const std::vector<float>& host) {
 }
 
 std::vector<float> download_act(Backend* b, const void* dev, int64_t n) {
-  std::vector<float> out(size_t(n));
+  std::vector<float> out(static_cast<size_t>(n));
   b->activations_to_host(out.data(), dev, n);
   return out;
 }
