@@ -1,11 +1,531 @@
-// Placeholder until GGUF and safetensors loading lands: no path is recognised as a model file.
+// Model files: GGUF (llama architecture) and Hugging Face safetensors directories. Files are
+// memory-mapped; each tensor is converted to the run's weight type when the runner asks for it,
+// reading its bytes once.
 #include "model/loaders.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
+
 #include "core/error.hpp"
+#include "core/half.hpp"
+#include "model/gguf.hpp"
+#include "model/mmap_file.hpp"
+#include "model/safetensors.hpp"
+#include "model/tokenizer_vocab.hpp"
 
 namespace latprof {
-bool is_model_file(const std::string&) { return false; }
-OpenedModel open_model_file(const std::string& path) {
-  usage_error("cannot open model file '" + path + "': model files are not supported yet");
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- conversion ------------------------------------------------------------------------------
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
+
+// Row r (Hugging Face order) of t as fp32.
+void row_to_float(const FileTensor& t, int64_t r, float* out) {
+  const int64_t cols = t.cols();
+  int64_t src = r;
+  if (t.permuted_heads > 0) {  // GGUF: rows of each head interleaved (2i + j <- j*hd/2 + i)
+    const int64_t hd = t.rows() / t.permuted_heads;
+    const int64_t h = r / hd, within = r % hd, half = hd / 2;
+    src = h * hd + 2 * (within % half) + within / half;
+  }
+  const uint8_t* p = t.data + size_t(src) * file_dtype_row_bytes(t.dtype, cols);
+  switch (t.dtype) {
+    case FileDType::f32:
+      std::memcpy(out, p, size_t(cols) * 4);
+      break;
+    case FileDType::f16:
+      for (int64_t i = 0; i < cols; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = half_to_float(h);
+      }
+      break;
+    case FileDType::bf16:
+      for (int64_t i = 0; i < cols; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = bf16_to_float(h);
+      }
+      break;
+    case FileDType::q8_0:
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint16_t d;
+        std::memcpy(&d, p + 34 * b, 2);
+        const float scale = half_to_float(d);
+        const auto* q = reinterpret_cast<const int8_t*>(p + 34 * b + 2);
+        for (int i = 0; i < 32; ++i) out[b * 32 + i] = scale * float(q[i]);
+      }
+      break;
+  }
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+class FileWeights final : public WeightSource {
+ public:
+  FileWeights(std::string desc, std::vector<std::shared_ptr<MappedFile>> files,
+              std::unordered_map<std::string, FileTensor> tensors)
+      : desc_(std::move(desc)), files_(std::move(files)), tensors_(std::move(tensors)) {}
+
+  std::string describe() const override {
+    std::string d = desc_;
+    if (q8_to_f16_) d += "; Q8_0 blocks dequantised to FP16 at load";
+    if (q8_to_i8_) d += "; Q8_0 blocks requantised to per-row INT8 at load";
+    if (quantised_) d += "; quantised to per-row INT8 at load";
+    return d;
+  }
+
+  void load_linear(const std::string& name, DeviceWeight& w, Backend& b) override {
+    const FileTensor& t = get(name);
+    if (t.shape.size() != 2 || t.rows() != w.n_out || t.cols() != w.n_in)
+      usage_error(t.file + ": tensor " + t.name + " has shape " + shape_str(t.shape) +
+                  "; the model needs [" + std::to_string(w.n_out) + ", " + std::to_string(w.n_in) +
+                  "]");
+    convert(t, w);
+    b.upload_weight(w, host_.data(), w.type == WeightType::i8 ? scales_.data() : nullptr);
+    bytes_ += double(t.nbytes);
+  }
+
+  void load_embedding(const std::string& name, DeviceWeight& w, Backend& b) override {
+    LATPROF_ASSERT(w.type == WeightType::f16, "the embedding table is fp16");
+    load_linear(name, w, b);
+  }
+
+  void load_vector(const std::string& name, float* dst, int64_t n, Backend& b) override {
+    const FileTensor& t = get(name);
+    if (t.numel() != n || t.rows() != 1)
+      usage_error(t.file + ": tensor " + t.name + " has shape " + shape_str(t.shape) +
+                  "; the model needs [" + std::to_string(n) + "]");
+    std::vector<float> v(static_cast<size_t>(n));
+    row_to_float(t, 0, v.data());
+    b.copy_to_device(dst, v.data(), size_t(n) * sizeof(float));
+    bytes_ += double(t.nbytes);
+  }
+
+  double bytes_read() const override { return bytes_; }
+
+ private:
+  const FileTensor& get(const std::string& name) const {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end() && name == "output") it = tensors_.find("tok_embeddings");  // tied
+    if (it == tensors_.end()) usage_error(desc_ + ": has no tensor for '" + name + "'");
+    return it->second;
+  }
+
+  void convert(const FileTensor& t, DeviceWeight& w) {
+    const int64_t rows = w.n_out, cols = w.n_in;
+    if (w.type == WeightType::f16) {
+      host_.resize(size_t(rows * cols) * 2);
+      auto* dst = reinterpret_cast<uint16_t*>(host_.data());
+      if (t.dtype == FileDType::f16 && t.permuted_heads == 0) {
+        std::memcpy(dst, t.data, size_t(rows * cols) * 2);
+        return;
+      }
+      if (t.dtype == FileDType::q8_0) q8_to_f16_ = true;
+#pragma omp parallel
+      {
+        std::vector<float> row(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+          row_to_float(t, r, row.data());
+          for (int64_t i = 0; i < cols; ++i) dst[r * cols + i] = float_to_half(row[size_t(i)]);
+        }
+      }
+      return;
+    }
+    // INT8, symmetric, one scale per output row.
+    if (t.dtype == FileDType::q8_0)
+      q8_to_i8_ = true;
+    else
+      quantised_ = true;
+    host_.resize(size_t(rows * cols));
+    scales_.resize(size_t(rows));
+    auto* dst = reinterpret_cast<int8_t*>(host_.data());
+#pragma omp parallel
+    {
+      std::vector<float> row(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        row_to_float(t, r, row.data());
+        float amax = 0;
+        for (float x : row) amax = std::max(amax, std::fabs(x));
+        const float scale = amax / 127.f;
+        const float inv = scale > 0 ? 1.f / scale : 0.f;
+        for (int64_t i = 0; i < cols; ++i) {
+          const float q = std::nearbyint(row[size_t(i)] * inv);
+          dst[r * cols + i] = int8_t(std::clamp(q, -127.f, 127.f));
+        }
+        scales_[size_t(r)] = scale;
+      }
+    }
+  }
+
+  std::string desc_;
+  std::vector<std::shared_ptr<MappedFile>> files_;
+  std::unordered_map<std::string, FileTensor> tensors_;
+  std::vector<uint8_t> host_;
+  std::vector<float> scales_;
+  double bytes_ = 0;
+  bool q8_to_f16_ = false, q8_to_i8_ = false, quantised_ = false;
+};
+
+// ---- tensor names and shapes -------------------------------------------------------------------
+
+struct Expected {
+  std::string canonical;
+  std::string file_name;
+  std::vector<int64_t> shape;
+};
+
+std::vector<Expected> expected_tensors(const ModelConfig& c, bool gguf) {
+  std::vector<Expected> e;
+  auto add = [&](const std::string& canon, const std::string& g, const std::string& hf,
+                 std::vector<int64_t> shape) {
+    e.push_back({canon, gguf ? g : hf, std::move(shape)});
+  };
+  add("tok_embeddings", "token_embd.weight", "model.embed_tokens.weight", {c.vocab_size, c.dim});
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string L = "layers." + std::to_string(l) + ".";
+    const std::string G = "blk." + std::to_string(l) + ".";
+    const std::string H = "model.layers." + std::to_string(l) + ".";
+    add(L + "attn_norm", G + "attn_norm.weight", H + "input_layernorm.weight", {c.dim});
+    add(L + "wq", G + "attn_q.weight", H + "self_attn.q_proj.weight", {c.q_dim(), c.dim});
+    add(L + "wk", G + "attn_k.weight", H + "self_attn.k_proj.weight", {c.kv_dim(), c.dim});
+    add(L + "wv", G + "attn_v.weight", H + "self_attn.v_proj.weight", {c.kv_dim(), c.dim});
+    add(L + "wo", G + "attn_output.weight", H + "self_attn.o_proj.weight", {c.dim, c.q_dim()});
+    add(L + "ffn_norm", G + "ffn_norm.weight", H + "post_attention_layernorm.weight", {c.dim});
+    add(L + "w_gate", G + "ffn_gate.weight", H + "mlp.gate_proj.weight", {c.ffn_dim, c.dim});
+    add(L + "w_up", G + "ffn_up.weight", H + "mlp.up_proj.weight", {c.ffn_dim, c.dim});
+    add(L + "w_down", G + "ffn_down.weight", H + "mlp.down_proj.weight", {c.dim, c.ffn_dim});
+  }
+  add("norm", "output_norm.weight", "model.norm.weight", {c.dim});
+  if (!c.tie_embeddings) add("output", "output.weight", "lm_head.weight", {c.vocab_size, c.dim});
+  return e;
+}
+
+std::string config_summary(const ModelConfig& c) {
+  return "dim " + std::to_string(c.dim) + ", " + std::to_string(c.n_layers) + " layers, " +
+         std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) + " heads, ffn " +
+         std::to_string(c.ffn_dim) + ", vocab " + std::to_string(c.vocab_size);
+}
+
+// Finds every expected tensor (lookup: file name -> tensor) and checks its shape.
+std::unordered_map<std::string, FileTensor> collect_tensors(
+    const ModelConfig& c, bool gguf, const std::string& where,
+    const std::function<const FileTensor*(const std::string&)>& lookup, std::string* dtype) {
+  std::unordered_map<std::string, FileTensor> out;
+  std::map<std::string, int> dtype_count;
+  for (const auto& e : expected_tensors(c, gguf)) {
+    const FileTensor* t = lookup(e.file_name);
+    if (!t) usage_error(where + ": missing tensor " + e.file_name + " (" + e.canonical + ")");
+    if (t->shape != e.shape)
+      usage_error(where + ": tensor " + e.file_name + " has shape " + shape_str(t->shape) +
+                  " (rows, cols) but the metadata (" + config_summary(c) + ") needs " +
+                  shape_str(e.shape));
+    if (t->dtype == FileDType::q8_0 && e.shape.size() == 1)
+      usage_error(where + ": tensor " + e.file_name + " is a norm vector stored as Q8_0");
+    FileTensor ft = *t;
+    if (gguf && (e.canonical.ends_with(".wq") || e.canonical.ends_with(".wk")))
+      ft.permuted_heads = e.canonical.ends_with(".wq") ? c.n_heads : c.n_kv_heads;
+    if (e.shape.size() == 2 && e.canonical != "tok_embeddings")
+      ++dtype_count[file_dtype_name(t->dtype)];
+    out.emplace(e.canonical, std::move(ft));
+  }
+  int best = 0;
+  for (auto& [k, n] : dtype_count)
+    if (n > best) {
+      best = n;
+      *dtype = k;
+    }
+  return out;
+}
+
+void validate_config(ModelConfig& c, const std::string& where) {
+  try {
+    c.validate();
+  } catch (const UsageError& e) {
+    usage_error(where + ": " + e.what());
+  }
+}
+
+void check_tokenizer(const Tokenizer& t, const ModelConfig& c, const std::string& where) {
+  if (t.vocab_size() > c.vocab_size)
+    usage_error(where + ": the tokenizer has " + std::to_string(t.vocab_size()) +
+                " tokens but the embedding table only " + std::to_string(c.vocab_size) + " rows");
+}
+
+// ---- GGUF -------------------------------------------------------------------------------------
+
+OpenedModel open_gguf(const std::string& path, std::shared_ptr<MappedFile> file) {
+  auto g = std::make_shared<gguf::File>(gguf::parse(file->data(), file->size(), path));
+  const std::string where = "GGUF file '" + path + "'";
+  const std::string arch = g->get_string("general.architecture");
+  if (arch != "llama")
+    usage_error(where + ": general.architecture is '" + arch + "'; supported: llama");
+  ModelConfig c;
+  c.name = g->opt_string("general.name").value_or(fs::path(path).stem().string());
+  c.description = "GGUF v" + std::to_string(g->version) + ", llama architecture";
+  c.source = path;
+  c.dim = g->get_int("llama.embedding_length");
+  c.n_layers = g->get_int("llama.block_count");
+  c.n_heads = g->get_int("llama.attention.head_count");
+  c.n_kv_heads = g->opt_int("llama.attention.head_count_kv").value_or(c.n_heads);
+  c.ffn_dim = g->get_int("llama.feed_forward_length");
+  c.max_seq_len = g->get_int("llama.context_length");
+  c.rope_theta = g->opt_float("llama.rope.freq_base").value_or(10000.0);
+  c.norm_eps = g->opt_float("llama.attention.layer_norm_rms_epsilon").value_or(1e-5);
+  const gguf::TensorInfo* emb = g->find_tensor("token_embd.weight");
+  if (!emb) usage_error(where + ": missing tensor token_embd.weight (tok_embeddings)");
+  if (emb->dims.size() != 2 || emb->dims[1] > (uint64_t(1) << 22))
+    usage_error(where + ": tensor token_embd.weight has absurd dimensions");
+  c.vocab_size = int64_t(emb->dims[1]);
+  if (auto vs = g->opt_int("llama.vocab_size"); vs && *vs != c.vocab_size)
+    usage_error(where + ": metadata key 'llama.vocab_size' is " + std::to_string(*vs) +
+                " but tensor token_embd.weight has " + std::to_string(c.vocab_size) + " rows");
+  c.tie_embeddings = g->find_tensor("output.weight") == nullptr;
+  validate_config(c, where);
+  if (auto rd = g->opt_int("llama.rope.dimension_count"); rd && *rd != c.head_dim())
+    usage_error(where + ": metadata key 'llama.rope.dimension_count' is " + std::to_string(*rd) +
+                "; latprof supports rotary embeddings over the whole head (" +
+                std::to_string(c.head_dim()) + ")");
+
+  std::unordered_map<std::string, FileTensor> all;
+  std::string dtype = "F32";
+  auto tensors = collect_tensors(
+      c, true, where,
+      [&](const std::string& n) -> const FileTensor* {
+        const gguf::TensorInfo* t = g->find_tensor(n);
+        if (!t) return nullptr;
+        return &(all[n] = gguf::to_file_tensor(*g, *t));
+      },
+      &dtype);
+
+  OpenedModel m;
+  m.tokenizer = tokenizer_from_gguf(*g);
+  if (!m.tokenizer) m.tokenizer = make_synthetic_tokenizer(c.vocab_size);
+  check_tokenizer(*m.tokenizer, c, where);
+  m.config = c;
+  m.weights = std::make_unique<FileWeights>(path + " (GGUF, " + dtype + ")",
+                                            std::vector<std::shared_ptr<MappedFile>>{file},
+                                            std::move(tensors));
+  m.source = path;
+  m.file_format = "gguf";
+  m.file_dtype = dtype;
+  return m;
+}
+
+// ---- Hugging Face directory --------------------------------------------------------------------
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) usage_error("cannot read '" + p.string() + "'");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) usage_error("'" + p.string() + "' is not valid JSON");
+  return j;
+}
+
+int64_t json_int(const nlohmann::json& j, const char* key, const std::string& where,
+                 std::optional<int64_t> def = std::nullopt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (def) return *def;
+    usage_error(where + ": missing field '" + key + "'");
+  }
+  if (!it->is_number_integer()) usage_error(where + ": field '" + key + "' is not an integer");
+  return it->get<int64_t>();
+}
+
+double json_num(const nlohmann::json& j, const char* key, const std::string& where, double def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_number()) usage_error(where + ": field '" + key + "' is not a number");
+  return it->get<double>();
+}
+
+OpenedModel open_hf_dir(const fs::path& dir) {
+  const std::string ds = dir.string();
+  const fs::path cfg_path = dir / "config.json";
+  if (!fs::exists(cfg_path))
+    usage_error("model directory '" + ds +
+                "' has no config.json (expected a Hugging Face "
+                "checkpoint: config.json, *.safetensors, tokenizer.json)");
+  const nlohmann::json cj = read_json(cfg_path);
+  const std::string where = cfg_path.string();
+  if (!cj.is_object()) usage_error(where + ": not a JSON object");
+  const std::string mt = cj.value("model_type", "llama");
+  if (mt != "llama" && mt != "mistral")
+    usage_error(where + ": field 'model_type' is '" + mt + "'; supported: llama, mistral");
+  if (cj.contains("hidden_act") && cj["hidden_act"] != "silu")
+    usage_error(where + ": field 'hidden_act' must be 'silu'");
+  ModelConfig c;
+  c.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+  c.description = "Hugging Face safetensors checkpoint";
+  c.source = ds;
+  c.dim = json_int(cj, "hidden_size", where);
+  c.n_layers = json_int(cj, "num_hidden_layers", where);
+  c.n_heads = json_int(cj, "num_attention_heads", where);
+  c.n_kv_heads = json_int(cj, "num_key_value_heads", where, c.n_heads);
+  c.ffn_dim = json_int(cj, "intermediate_size", where);
+  c.vocab_size = json_int(cj, "vocab_size", where);
+  c.max_seq_len = json_int(cj, "max_position_embeddings", where, 2048);
+  c.rope_theta = json_num(cj, "rope_theta", where, 10000.0);
+  c.norm_eps = json_num(cj, "rms_norm_eps", where, 1e-6);
+  c.tie_embeddings = cj.value("tie_word_embeddings", false);
+  validate_config(c, where);
+  if (cj.contains("head_dim") && !cj["head_dim"].is_null() &&
+      json_int(cj, "head_dim", where) != c.head_dim())
+    usage_error(where + ": field 'head_dim' differs from hidden_size / num_attention_heads");
+
+  // The shards: the index's weight map, else every *.safetensors file.
+  std::vector<fs::path> shards;
+  std::unordered_map<std::string, std::string> weight_map;
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  if (fs::exists(index_path)) {
+    const nlohmann::json ij = read_json(index_path);
+    if (!ij.is_object() || !ij.contains("weight_map") || !ij["weight_map"].is_object())
+      usage_error(index_path.string() + ": missing field 'weight_map'");
+    std::map<std::string, int> files;
+    for (auto it = ij["weight_map"].begin(); it != ij["weight_map"].end(); ++it) {
+      if (!it.value().is_string())
+        usage_error(index_path.string() + ": weight_map entry '" + it.key() +
+                    "' is not a file name");
+      const std::string f = it.value().get<std::string>();
+      if (f.find('/') != std::string::npos || f == "..")
+        usage_error(index_path.string() + ": weight_map entry '" + it.key() + "' names '" + f +
+                    "' outside the directory");
+      weight_map[it.key()] = f;
+      files[f] = 1;
+    }
+    for (auto& [f, _] : files) shards.push_back(dir / f);
+  } else {
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+    std::sort(shards.begin(), shards.end());
+  }
+  if (shards.empty()) usage_error("model directory '" + ds + "' has no *.safetensors files");
+
+  std::vector<std::shared_ptr<MappedFile>> files;
+  std::unordered_map<std::string, FileTensor> all;
+  for (const auto& p : shards) {
+    auto mf = std::make_shared<MappedFile>(p.string());
+    const safetensors::File sf = safetensors::parse(mf->data(), mf->size(), p.string());
+    for (const auto& t : sf.tensors) {
+      if (all.count(t.name))
+        usage_error("model directory '" + ds + "': tensor " + t.name + " appears in two files");
+      if (!weight_map.empty()) {
+        auto w = weight_map.find(t.name);
+        if (w != weight_map.end() && w->second != p.filename().string())
+          usage_error(p.string() + ": tensor " + t.name + " is mapped to " + w->second +
+                      " by the index");
+      }
+      // dtype checks happen for the tensors the model uses only
+      FileTensor ft;
+      ft.name = t.name;
+      ft.file = p.string();
+      ft.shape = t.shape;
+      ft.data = t.data;
+      ft.nbytes = t.nbytes;
+      if (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")
+        ft = safetensors::to_file_tensor(sf, t);
+      else
+        ft.nbytes = SIZE_MAX;  // marks an unsupported dtype
+      all.emplace(t.name, std::move(ft));
+    }
+    files.push_back(std::move(mf));
+  }
+  for (auto& [name, f] : weight_map)
+    if (!all.count(name)) usage_error(index_path.string() + ": tensor " + name + " is not in " + f);
+
+  std::string dtype = "F16";
+  auto tensors = collect_tensors(
+      c, false, "model directory '" + ds + "'",
+      [&](const std::string& n) -> const FileTensor* {
+        auto it = all.find(n);
+        if (it == all.end()) return nullptr;
+        if (it->second.nbytes == SIZE_MAX) {
+          // Re-parse for the message with the dtype.
+          usage_error(it->second.file + ": tensor " + n +
+                      " has an unsupported dtype; supported: "
+                      "F16, BF16, F32");
+        }
+        return &it->second;
+      },
+      &dtype);
+
+  OpenedModel m;
+  const fs::path tok_path = dir / "tokenizer.json";
+  if (!fs::exists(tok_path))
+    usage_error("model directory '" + ds +
+                "' has no tokenizer.json (tokenizer.model alone is "
+                "not supported)");
+  const nlohmann::json tj = read_json(tok_path);
+  nlohmann::json tcfg;
+  const bool has_cfg = fs::exists(dir / "tokenizer_config.json");
+  if (has_cfg) tcfg = read_json(dir / "tokenizer_config.json");
+  m.tokenizer = tokenizer_from_json(tj, has_cfg ? &tcfg : nullptr, tok_path.string());
+  check_tokenizer(*m.tokenizer, c, ds);
+  m.config = c;
+  m.weights = std::make_unique<FileWeights>(ds + " (safetensors, " + dtype + ", " +
+                                                std::to_string(files.size()) + " file" +
+                                                (files.size() == 1 ? "" : "s") + ")",
+                                            std::move(files), std::move(tensors));
+  m.source = ds;
+  m.file_format = "safetensors";
+  m.file_dtype = dtype;
+  return m;
+}
+
+}  // namespace
+
+bool is_model_file(const std::string& path) {
+  if (path.empty()) return false;
+  if (path.ends_with(".gguf") || path.ends_with(".safetensors")) return true;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!ec && fs::is_directory(st)) return true;
+  if (!ec && fs::is_regular_file(st)) return !path.ends_with(".json");
+  // A path that does not exist: a model file when it looks like a path, not a built-in name.
+  return path.find('/') != std::string::npos && !path.ends_with(".json");
+}
+
+OpenedModel open_model_file(const std::string& path) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) usage_error("model path '" + path + "' does not exist");
+  if (fs::is_directory(st)) return open_hf_dir(fs::path(path));
+  auto file = std::make_shared<MappedFile>(path);
+  if (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0)
+    return open_gguf(path, std::move(file));
+  uint64_t n = 0;
+  if (file->size() >= 9) std::memcpy(&n, file->data(), 8);
+  if (path.ends_with(".safetensors") || (n > 0 && n < file->size() && file->data()[8] == '{')) {
+    const fs::path dir = fs::path(path).parent_path();
+    return open_hf_dir(dir.empty() ? fs::path(".") : dir);
+  }
+  usage_error("'" + path +
+              "' is not a model file: expected a GGUF file (magic 'GGUF') or a "
+              "Hugging Face directory with config.json and *.safetensors");
+}
+
 }  // namespace latprof
