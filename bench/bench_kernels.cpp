@@ -1,0 +1,184 @@
+// Micro-benchmarks of the CPU kernels at Llama-2-7B shapes (dim 4096, ffn 11008, vocab 32000).
+//   ./build-kernels/bench_kernels --benchmark_repetitions=3 --benchmark_filter=Gemv
+// GEMV rotates among enough distinct weight matrices that the working set exceeds 1.5 GB (the L3
+// is 480 MB), so every call streams its weights from DRAM. Counters: bytes_per_second (weight
+// bytes), FLOP/s, and the fraction of the measured ceiling (probe_read_bandwidth for GEMV,
+// probe_fma_peak for GEMM).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace lc = latprof::cpu;
+
+namespace {
+
+// Ceilings, measured once per process on first use.
+double read_bw() {
+  static const double v = lc::probe_read_bandwidth(size_t(2) << 30, 5).value;
+  return v;
+}
+double fma_peak() {
+  static const double v = lc::probe_fma_peak(5).value;
+  return v;
+}
+
+// Google Benchmark divides rate counters by the main thread's CPU time, which is wrong for
+// multithreaded kernels; rates here are computed from wall time measured around the loop.
+struct WallTimer {
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+struct Matrix {
+  std::unique_ptr<uint8_t[]> data;
+  std::vector<float> scales;
+  lc::Weight w;
+};
+
+Matrix make_matrix(lc::WType type, int64_t n_out, int64_t n_in, uint64_t key) {
+  Matrix m;
+  const size_t elem = type == lc::WType::f16 ? 2 : 1;
+  m.data.reset(new uint8_t[size_t(n_out * n_in) * elem]);
+  if (type == lc::WType::f16) {
+    lc::fill_f16(reinterpret_cast<uint16_t*>(m.data.get()), n_out * n_in, key, 0.02f);
+  } else {
+    m.scales.resize(size_t(n_out));
+    lc::fill_i8(reinterpret_cast<int8_t*>(m.data.get()), m.scales.data(), n_out, n_in, key, 0.02f);
+  }
+  m.w = {m.data.get(), m.scales.empty() ? nullptr : m.scales.data(), type, n_out, n_in};
+  return m;
+}
+
+double weight_bytes(const lc::Weight& w) {
+  return double(w.n_out * w.n_in) * (w.type == lc::WType::f16 ? 2.0 : 1.0);
+}
+
+// args: type, n_out, n_in, m
+void BM_Gemv(benchmark::State& state) {
+  const auto type = lc::WType(state.range(0));
+  const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
+  const double ceiling = read_bw();
+  const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
+  const int copies = int(1.6e9 / bytes) + 1;  // > 1.5 GB of distinct weights
+  std::vector<Matrix> mats;
+  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 1000 + i));
+  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
+  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
+  int next = 0;
+  const WallTimer timer;
+  for (auto _ : state) {
+    lc::gemv(mats[size_t(next)].w, x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    next = (next + 1) % copies;
+  }
+  const double dt = timer.seconds(), it = double(state.iterations());
+  state.SetBytesProcessed(int64_t(bytes) * state.iterations());
+  state.counters["GBps"] = bytes * it / dt * 1e-9;
+  state.counters["GFLOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
+  state.counters["pct_read_bw"] = 100.0 * bytes * it / dt / ceiling;
+  state.counters["copies"] = copies;
+}
+
+// args: type, n_out, n_in, m
+void BM_Gemm(benchmark::State& state) {
+  const auto type = lc::WType(state.range(0));
+  const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
+  const double ceiling = fma_peak();
+  const Matrix mat = make_matrix(type, n_out, n_in, 99);
+  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
+  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
+  const WallTimer timer;
+  for (auto _ : state) {
+    lc::gemm(mat.w, x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double dt = timer.seconds(), it = double(state.iterations());
+  const double flop = 2.0 * double(m * n_out * n_in);
+  state.SetBytesProcessed(int64_t(weight_bytes(mat.w)) * state.iterations());
+  state.counters["GFLOPs"] = flop * it / dt * 1e-9;
+  state.counters["pct_fma_peak"] = 100.0 * flop * it / dt / ceiling;
+}
+
+// GEMV vs GEMM at small m (the matmul() crossover). args: path (0 gemv, 1 gemm), type, m
+void BM_Crossover(benchmark::State& state) {
+  const auto type = lc::WType(state.range(1));
+  const int64_t m = state.range(2), n_out = 4096, n_in = 4096;
+  const int copies = 8;  // 8 x 32 MB fp16: not L3-resident... mostly
+  std::vector<Matrix> mats;
+  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 2000 + i));
+  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
+  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
+  int next = 0;
+  const WallTimer timer;
+  for (auto _ : state) {
+    if (state.range(0) == 0)
+      lc::gemv(mats[size_t(next)].w, x.data(), m, y.data());
+    else
+      lc::gemm(mats[size_t(next)].w, x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies;
+  }
+  state.counters["GFLOPs"] =
+      2.0 * double(m * n_out * n_in) * double(state.iterations()) / timer.seconds() * 1e-9;
+}
+
+void BM_Probe(benchmark::State& state) {
+  lc::ProbeResult r;
+  for (auto _ : state) {
+    switch (state.range(0)) {
+      case 0:
+        r = lc::probe_read_bandwidth(size_t(2) << 30, 5);
+        break;
+      case 1:
+        r = lc::probe_triad_bandwidth(size_t(3) << 30, 5);
+        break;
+      case 2:
+        r = lc::probe_fma_peak(5);
+        break;
+      default:
+        r = lc::probe_int8_peak(5);
+        break;
+    }
+  }
+  state.counters["best_G"] = r.value * 1e-9;
+  state.counters["median_G"] = r.median * 1e-9;
+  state.SetLabel(state.range(0) < 2 ? "GB/s (1e9 bytes)" : "Gop/s");
+}
+
+void shapes(benchmark::internal::Benchmark* b, int64_t m) {
+  for (int t : {0, 1})
+    for (auto [o, i] :
+         {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}})
+      b->Args({t, o, i, m});
+  b->ArgNames({"i8", "n_out", "n_in", "m"});
+}
+
+}  // namespace
+
+BENCHMARK(BM_Probe)->DenseRange(0, 3)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gemv)
+    ->Apply([](benchmark::internal::Benchmark* b) { shapes(b, 1); })
+    ->Args({0, 4096, 4096, 4})
+    ->Args({1, 4096, 4096, 4})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_Gemm)
+    ->Apply([](benchmark::internal::Benchmark* b) { shapes(b, 500); })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Crossover)
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2, 4, 8, 16, 32}})
+    ->ArgNames({"gemm", "i8", "m"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+BENCHMARK_MAIN();
