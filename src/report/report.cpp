@@ -163,7 +163,9 @@ nlohmann::json report_to_json(const RunReport& r) {
                   {"setup_ms", num(m.setup_ms)},
                   {"decode_step_fit",
                    {{"intercept_ms", num(m.decode_step_intercept_ms)},
-                    {"slope_us_per_token", num(m.decode_step_slope_us_per_token)}}}};
+                    {"slope_us_per_token", num(m.decode_step_slope_us_per_token)},
+                    {"r2", num(m.decode_step_r2)},
+                    {"kv_bytes_per_s", num(m.decode_kv_bytes_per_s)}}}};
   j["stages"] = nlohmann::json::array();
   for (const auto& s : r.stages) j["stages"].push_back(row_to_json(s));
   j["ops"] = nlohmann::json::array();
@@ -271,6 +273,72 @@ RunReport load_report(const std::string& path) {
     usage_error(path + ": not valid JSON (truncated or not a report): " + std::string(e.what()));
   }
   return report_from_json(j, path);
+}
+
+const std::vector<RowField>& row_fields() {
+  static const std::vector<RowField> f = {
+      {"time_ms", "ms", "median over repeats (measured)", [](const Row& r) { return r.time_ms; }},
+      {"time_min_ms", "ms", "fastest repeat", [](const Row& r) { return r.time_min_ms; }},
+      {"time_max_ms", "ms", "slowest repeat", [](const Row& r) { return r.time_max_ms; }},
+      {"share", "1", "fraction of end-to-end (stages) or of the stage (ops)",
+       [](const Row& r) { return r.share; }},
+      {"calls", "count", "calls per request", [](const Row& r) { return double(r.calls); }},
+      {"flops", "FLOP", "executed FLOPs (cost model)", [](const Row& r) { return r.cost.flops; }},
+      {"model_flops", "FLOP", "MFU-convention FLOPs (cost model)",
+       [](const Row& r) { return r.cost.model_flops; }},
+      {"bytes", "B", "bytes moved: weights + activations + KV cache (cost model)",
+       [](const Row& r) { return r.cost.bytes(); }},
+      {"weight_bytes", "B", "weight bytes read (cost model)",
+       [](const Row& r) { return r.cost.weight_bytes; }},
+      {"activation_bytes", "B", "activation bytes read and written (cost model)",
+       [](const Row& r) { return r.cost.act_bytes; }},
+      {"kv_bytes", "B", "KV-cache bytes read and written (cost model)",
+       [](const Row& r) { return r.cost.kv_bytes; }},
+      {"arithmetic_intensity", "FLOP/B", "flops / bytes",
+       [](const Row& r) { return r.arithmetic_intensity; }},
+      {"achieved_flops_per_s", "FLOP/s", "flops / time",
+       [](const Row& r) { return r.achieved_flops_per_s; }},
+      {"achieved_bytes_per_s", "B/s", "bytes / time",
+       [](const Row& r) { return r.achieved_bytes_per_s; }},
+      {"floor_ms", "ms", "roofline floor: max(flops / compute peak, bytes / bandwidth)",
+       [](const Row& r) { return r.floor_ms; }},
+      {"roofline_fraction", "1", "floor_ms / time_ms",
+       [](const Row& r) { return r.roofline_fraction; }},
+      {"mfu", "1", "model FLOPs / time / compute peak", [](const Row& r) { return r.mfu; }},
+      {"mbu", "1", "bytes / time / memory bandwidth", [](const Row& r) { return r.mbu; }},
+  };
+  return f;
+}
+
+const std::vector<MetricField>& metric_fields() {
+  using M = Metrics;
+  static const std::vector<MetricField> f = {
+      {"ttft_ms", "ms", "time to first token", false, [](const M& m) { return m.ttft_ms; }},
+      {"tpot_ms", "ms", "time per output token after the first", false,
+       [](const M& m) { return m.tpot_ms; }},
+      {"e2e_ms", "ms", "end-to-end request latency", false, [](const M& m) { return m.e2e_ms; }},
+      {"itl_p50_ms", "ms", "inter-token latency, median", false,
+       [](const M& m) { return m.itl_ms.p50; }},
+      {"itl_p95_ms", "ms", "inter-token latency, 95th percentile", false,
+       [](const M& m) { return m.itl_ms.p95; }},
+      {"itl_p99_ms", "ms", "inter-token latency, 99th percentile", false,
+       [](const M& m) { return m.itl_ms.p99; }},
+      {"prefill_tokens_per_s", "token/s", "prompt tokens / prefill time", true,
+       [](const M& m) { return m.prefill_tokens_per_s; }},
+      {"decode_tokens_per_s", "token/s", "generated tokens / decode time", true,
+       [](const M& m) { return m.decode_tokens_per_s; }},
+      {"mfu", "1", "model FLOPs utilization (prefill + decode)", true,
+       [](const M& m) { return m.mfu; }},
+      {"mbu", "1", "memory bandwidth utilization (decode)", true,
+       [](const M& m) { return m.mbu; }},
+  };
+  return f;
+}
+
+const MetricField* find_metric_field(const std::string& name) {
+  for (const auto& f : metric_fields())
+    if (name == f.name || name + "_ms" == f.name) return &f;
+  return nullptr;
 }
 
 }  // namespace latprof

@@ -54,6 +54,8 @@ struct Metrics {
   double setup_ms = 0;                  // weights, KV cache, probe: not part of request latency
   double decode_step_intercept_ms = 0;  // linear fit of step time vs context
   double decode_step_slope_us_per_token = 0;
+  double decode_step_r2 = 0;
+  double decode_kv_bytes_per_s = 0;  // effective KV-read bandwidth implied by the slope
 };
 
 struct Check {
@@ -122,5 +124,26 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin);
 RunReport load_report(const std::string& path);
 nlohmann::json percentiles_to_json(const Percentiles& p);
 nlohmann::json row_to_json(const Row& r);
+
+// The numeric fields of a Row and of Metrics with their units and descriptions: the one table
+// that the CSV, JSON Lines, compare and HTML printers share (names are the JSON names).
+struct RowField {
+  const char* name;
+  const char* unit;  // "ms", "FLOP", "B", "FLOP/B", "FLOP/s", "B/s", "1" (fraction), "count"
+  const char* description;
+  double (*get)(const Row&);
+};
+const std::vector<RowField>& row_fields();
+
+struct MetricField {
+  const char* name;  // flat name (JSON Lines, compare): "ttft_ms", "itl_p99_ms", ...
+  const char* unit;
+  const char* description;
+  bool higher_is_better;  // tokens/s, MFU, MBU; false for latencies
+  double (*get)(const Metrics&);
+};
+const std::vector<MetricField>& metric_fields();
+// nullptr when `name` is not in metric_fields(); "e2e", "ttft", "tpot" stand for "<name>_ms".
+const MetricField* find_metric_field(const std::string& name);
 
 }  // namespace latprof

@@ -16,6 +16,7 @@
 #include "core/progress.hpp"
 #include "latprof/build_info.hpp"
 #include "model/open.hpp"
+#include "roofline/fit.hpp"
 #include "roofline/physics.hpp"
 #include "runner/forward.hpp"
 #include "runner/host_ceilings.hpp"
@@ -626,6 +627,16 @@ RunReport run_benchmark(const RunOptions& o) {
                : 0;
   mt.mbu = decode_row.mbu;
   r.decode_step_ms = med.step_forward_ms;
+  // Step time against context: the slope is the cost of one more cached token (KV reads), the
+  // intercept what every step pays (weight streaming + fixed overhead). decode_step_ms[0] is the
+  // step that attends over n_in + 1 positions.
+  if (const LinearFit fit = fit_decode_steps(med.step_forward_ms, n_in + 1); fit.ok) {
+    mt.decode_step_intercept_ms = fit.intercept;
+    mt.decode_step_slope_us_per_token = fit.slope * 1e3;
+    mt.decode_step_r2 = fit.r2;
+    mt.decode_kv_bytes_per_s =
+        kv_bandwidth_from_slope(fit.slope, kv_bytes_per_token(cfg, p) * double(o.batch));
+  }
   r.repeat_e2e_ms = e2es;
   r.timeline = med.timeline;
 
@@ -652,11 +663,6 @@ RunReport run_benchmark(const RunOptions& o) {
   r.notes.push_back(std::string("times measured with ") + b.clock_name() +
                     "; FLOPs and bytes from the cost model; ceilings " + r.ceilings.source);
   for (const auto& n : b.notes()) r.notes.push_back(n);
-  if (const double cache = r.ceilings.cache_bytes; cache > 0 && fp.total() < cache)
-    r.notes.push_back("the working set (" + fmt_bytes(fp.total()) +
-                      ") fits in the last-level cache (" + fmt_bytes(cache) +
-                      "): the memory roof does not apply to this run");
-
   add_physics_checks(r);
   return r;
 }
