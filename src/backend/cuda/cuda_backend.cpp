@@ -79,6 +79,23 @@ struct NvtxRange {
   ~NvtxRange() { nvtxDomainRangePop(nvtx_domain()); }
 };
 
+// External-correlation id of decode steps in the activity trace (above the runner's ids).
+constexpr uint64_t kStepRangeId = uint64_t(1) << 62;
+
+struct StepTraceRange {
+  explicit StepTraceRange(bool on) : on_(on) {
+    if (!on_) return;
+    ActivityTrace::instance().name_range(kStepRangeId, "decode_step");
+    ActivityTrace::instance().push(kStepRangeId);
+  }
+  ~StepTraceRange() {
+    if (on_) ActivityTrace::instance().pop();
+  }
+  StepTraceRange(const StepTraceRange&) = delete;
+  StepTraceRange& operator=(const StepTraceRange&) = delete;
+  bool on_;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const BackendOptions& opt) : dev_(opt.device_index), graphs_(opt.graphs) {
@@ -313,6 +330,19 @@ class CudaBackend final : public Backend {
   // ---- graphs
   // ------------------------------------------------------------------------------------
   void run_step(const std::function<void()>& enqueue) override {
+    if (counters_.enabled()) {
+      // Counter pass: one counter range per decode step, launched eagerly (its times are never
+      // used, and the range must see the kernels).
+      counters_.pop();
+      counters_.push(std::to_string(counter_ranges_++) + ":decode_step");
+      in_step_ = true;
+      enqueue();
+      in_step_ = false;
+      counters_.pop();
+      return;
+    }
+    // Kernels of a replayed graph are attributed to this id in the activity trace.
+    StepTraceRange trace_range(tracing_);
     if (!graphs_) {
       enqueue();
       return;
@@ -366,16 +396,20 @@ class CudaBackend final : public Backend {
 
   // ---- profiling
   // ---------------------------------------------------------------------------------
+  // Tracing: every range is an external-correlation id. Counters: ops outside a decode step are
+  // grouped into one counter range from the first op after a step (or the start) until the next
+  // step, e.g. [prefill + first sample], [decode_step 1], [sample 1], [decode_step 2], ...; range
+  // names are "<index>:<first op name>" and "<index>:decode_step".
   void range_push(const char* name, uint64_t id) override {
     if (tracing_) {
       ActivityTrace::instance().name_range(id, name);
       ActivityTrace::instance().push(id);
     }
-    counters_.push(name);
+    if (counters_.enabled() && !in_step_ && !counters_.range_open())
+      counters_.push(std::to_string(counter_ranges_++) + ":" + (name ? name : "ops"));
   }
   void range_pop() override {
     if (tracing_) ActivityTrace::instance().pop();
-    counters_.pop();
   }
   bool enable_tracing(bool on, std::string* why) override {
     if (!on) {
@@ -388,10 +422,17 @@ class CudaBackend final : public Backend {
   }
   bool enable_counters(bool on, std::string* why) override {
     if (!on) {
+      // Collect now: take_profile_json() after this returns what the pass measured.
+      if (counters_.enabled()) {
+        LP_CHECK(cudaStreamSynchronize(stream_));
+        counters_json_ = counters_.take_json(/*restart=*/false);
+      }
       counters_.disable();
       return true;
     }
     LP_CHECK(cudaStreamSynchronize(stream_));
+    counters_json_.clear();
+    counter_ranges_ = 0;
     const bool ok = counters_.enable(dev_, why);
     counters_note_ = ok ? "hardware counters: CUPTI range profiler (separate pass)"
                         : "hardware counters unavailable: " + counters_.last_error();
@@ -404,11 +445,12 @@ class CudaBackend final : public Backend {
       const std::string t = ActivityTrace::instance().take_json();
       if (!t.empty()) j["trace"] = json::parse(t);
     }
-    if (counters_.enabled() || !counters_.last_error().empty()) {
+    if (counters_.enabled()) {
       LP_CHECK(cudaStreamSynchronize(stream_));
-      const std::string c = counters_.take_json();
-      if (!c.empty()) j["counters"] = json::parse(c);
+      counters_json_ = counters_.take_json();
     }
+    if (!counters_json_.empty()) j["counters"] = json::parse(counters_json_);
+    counters_json_.clear();
     return j.empty() ? "" : j.dump();
   }
   std::string measure_ceilings_json() override {
@@ -506,6 +548,9 @@ class CudaBackend final : public Backend {
   bool tracing_ = false;
   RangeCounters counters_;
   std::string counters_note_;
+  std::string counters_json_;  // collected when the counter pass ended
+  int counter_ranges_ = 0;
+  bool in_step_ = false;
   float* decode_scratch_ = nullptr;
   size_t decode_scratch_floats_ = 0;
   __half* dequant_scratch_ = nullptr;

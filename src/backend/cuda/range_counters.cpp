@@ -303,39 +303,34 @@ void RangeCounters::disable() {
   host_deinit(static_cast<CUpti_Profiler_Host_Object*>(host_));
   host_ = nullptr;
   enabled_ = false;
-  depth_ = 0;
-  open_profiled_ = 0;
+  open_ = false;
 }
 
-void RangeCounters::push(const char* name) {
-  if (enabled_ && started_ && depth_ == 0) {
-    auto p = make_params<CUpti_RangeProfiler_PushRange_Params>(
-        CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE);
-    p.pRangeProfilerObject = static_cast<CUpti_RangeProfiler_Object*>(object_);
-    p.pRangeName = name;
-    const CUptiResult r = cuptiRangeProfilerPushRange(&p);
-    if (r != CUPTI_SUCCESS) {
-      fail(cupti_reason(r, "cuptiRangeProfilerPushRange"));
-      return;
-    }
-    ++open_profiled_;
+void RangeCounters::push(const std::string& name) {
+  if (!enabled_ || !started_ || open_) return;
+  auto p = make_params<CUpti_RangeProfiler_PushRange_Params>(
+      CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE);
+  p.pRangeProfilerObject = static_cast<CUpti_RangeProfiler_Object*>(object_);
+  p.pRangeName = name.c_str();
+  const CUptiResult r = cuptiRangeProfilerPushRange(&p);
+  if (r != CUPTI_SUCCESS) {
+    fail(cupti_reason(r, "cuptiRangeProfilerPushRange"));
+    return;
   }
-  ++depth_;
+  open_ = true;
 }
 
 void RangeCounters::pop() {
-  if (depth_ > 0) --depth_;
-  if (enabled_ && depth_ == 0 && open_profiled_ > 0) {
-    auto p = make_params<CUpti_RangeProfiler_PopRange_Params>(
-        CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
-    p.pRangeProfilerObject = static_cast<CUpti_RangeProfiler_Object*>(object_);
-    const CUptiResult r = cuptiRangeProfilerPopRange(&p);
-    --open_profiled_;
-    if (r != CUPTI_SUCCESS) fail(cupti_reason(r, "cuptiRangeProfilerPopRange"));
-  }
+  if (!enabled_ || !open_) return;
+  open_ = false;
+  auto p = make_params<CUpti_RangeProfiler_PopRange_Params>(
+      CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
+  p.pRangeProfilerObject = static_cast<CUpti_RangeProfiler_Object*>(object_);
+  const CUptiResult r = cuptiRangeProfilerPopRange(&p);
+  if (r != CUPTI_SUCCESS) fail(cupti_reason(r, "cuptiRangeProfilerPopRange"));
 }
 
-std::string RangeCounters::take_json() {
+std::string RangeCounters::take_json(bool restart) {
   using nlohmann::json;
   if (!enabled_) {
     if (last_error_.empty()) return "";
@@ -344,14 +339,12 @@ std::string RangeCounters::take_json() {
   json j;
   j["source"] = "cupti_range_profiler";
   j["chip"] = chip_;
-  j["mode"] = "UserRange, single pass, outermost latprof ranges";
+  j["mode"] =
+      "UserRange, single pass; one range per decode step and per group of ops between steps";
   j["metrics"] = counter_metrics();
   std::string why;
   size_t dropped = 0;
-  if (depth_ != 0) {
-    j["error"] = "counters read inside an open range; nothing collected";
-    return j.dump();
-  }
+  pop();
   if (!stop_and_decode(&why, &dropped)) {
     fail(why);
     j["error"] = why;
@@ -395,7 +388,7 @@ std::string RangeCounters::take_json() {
     }
   }
   j["ranges"] = std::move(ranges);
-  if (!start(&why)) {
+  if (restart && !start(&why)) {
     fail(why);
     j["restart_error"] = why;
   }

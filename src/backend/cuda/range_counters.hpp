@@ -1,8 +1,8 @@
 #pragma once
 // Hardware counters per latprof range through the CUPTI Range Profiler (CUDA 12.6+ API):
 // UserRange, a single-pass metric set (so no replay of the non-idempotent decode step is
-// needed), one nesting level. Only the outermost ranges the runner pushes (a stage, or one decode
-// step) become counter ranges; deeper op ranges are ignored by the counters.
+// needed), one nesting level: push/pop here must not nest (the backend decides which spans become
+// counter ranges, see CudaBackend::range_push and run_step).
 // Every failure (no device, ERR_NVGPUCTRPERM, another profiler attached, MIG, vGPU ...) turns
 // into `false` plus the reason; nothing here throws to the caller.
 #include <cstdint>
@@ -29,11 +29,14 @@ class RangeCounters {
   bool enable(int device, std::string* why);
   void disable();
   bool enabled() const { return enabled_; }
-  void push(const char* name);  // only depth 0 reaches the profiler
+  // One counter range (not nested); ignored while disabled or while a range is open.
+  void push(const std::string& name);
   void pop();
-  // Stops, decodes and evaluates the ranges collected so far ("" when disabled), then starts a
-  // new collection. JSON object: {"metrics": [...], "ranges": [{"name":..., values...}], ...}.
-  std::string take_json();
+  bool range_open() const { return open_; }
+  // Stops, decodes and evaluates the ranges collected so far (an open range is closed first),
+  // then starts a new collection unless `restart` is false. "" when never enabled. JSON object:
+  // {"source", "chip", "metrics": [...], "ranges": [{"name", <metric>: value ...}], ...}.
+  std::string take_json(bool restart = true);
   const std::string& last_error() const { return last_error_; }
 
  private:
@@ -43,8 +46,7 @@ class RangeCounters {
 
   bool enabled_ = false;
   bool started_ = false;
-  int depth_ = 0;
-  int open_profiled_ = 0;  // depth-0 ranges currently pushed to the profiler
+  bool open_ = false;
   size_t max_ranges_ = 4096;
   void* object_ = nullptr;  // CUpti_RangeProfiler_Object*
   void* host_ = nullptr;    // CUpti_Profiler_Host_Object*
