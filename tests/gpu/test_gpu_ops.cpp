@@ -76,11 +76,19 @@ TEST_P(GpuFill, BitIdenticalToCpu) {
   EXPECT_EQ(0, std::memcmp(fg.data(), fr.data(), 1001 * 4));
 }
 
+std::string type_name(WeightType t) {
+  return t == WeightType::f16 ? "f16" : "i8";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuFill,
                          ::testing::Values(FillCase{WeightType::f16, 1, 1},
                                            FillCase{WeightType::f16, 333, 517},
                                            FillCase{WeightType::i8, 1, 3},
-                                           FillCase{WeightType::i8, 257, 1111}));
+                                           FillCase{WeightType::i8, 257, 1111}),
+                         [](const ::testing::TestParamInfo<FillCase>& i) {
+                           return type_name(i.param.type) + "_" + std::to_string(i.param.n_out) +
+                                  "x" + std::to_string(i.param.n_in);
+                         });
 
 // ---- embed: exact (a row copy of fp16)
 // ------------------------------------------------------------
@@ -188,7 +196,12 @@ INSTANTIATE_TEST_SUITE_P(
         // prefill: cuBLASLt FP16 GEMM; INT8 through dequantize + GEMM; odd shapes
         MatmulCase{WeightType::f16, 500, 1024, 4096}, MatmulCase{WeightType::f16, 500, 333, 1000},
         MatmulCase{WeightType::f16, 9, 513, 771}, MatmulCase{WeightType::i8, 500, 1024, 4096},
-        MatmulCase{WeightType::i8, 37, 129, 333}));
+        MatmulCase{WeightType::i8, 37, 129, 333}),
+    [](const ::testing::TestParamInfo<MatmulCase>& i) {
+      const MatmulCase& c = i.param;
+      return type_name(c.type) + "_m" + std::to_string(c.m) + "_" + std::to_string(c.n_out) + "x" +
+             std::to_string(c.n_in);
+    });
 
 // ---- rope: angles in double on both sides; fp16 rounding of the output
 // -----------------------------
@@ -276,7 +289,13 @@ INSTANTIATE_TEST_SUITE_P(
         // decode (split-context kernel + reduction): short, exactly one split, long, GQA 8
         AttnCase{1, 1, 0, 16, 4, 4, 128}, AttnCase{2, 1, 127, 128, 8, 2, 128},
         AttnCase{1, 1, 3000, 4096, 32, 8, 128}, AttnCase{3, 1, 700, 701, 16, 2, 64},
-        AttnCase{1, 1, 200, 300, 6, 2, 80}));
+        AttnCase{1, 1, 200, 300, 6, 2, 80}),
+    [](const ::testing::TestParamInfo<AttnCase>& i) {
+      const AttnCase& c = i.param;
+      return std::string(c.n_new == 1 ? "decode" : "prefill") + "_seq" + std::to_string(c.n_seq) +
+             "_new" + std::to_string(c.n_new) + "_pos" + std::to_string(c.pos0) + "_h" +
+             std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd);
+    });
 
 // ---- swiglu and add: fp32 math, fp16 output
 // ---------------------------------------------------------
