@@ -86,7 +86,8 @@ void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                float* out) {
   if (n_seq <= 0 || n_new <= 0) return;
   const detail::AttnArgs a{q, k_cache, v_cache, n_new, pos0, ctx_cap, n_heads, n_kv_heads, hd, out};
-  auto* unit = detail::attention_unit_scalar;
+  auto* unit =
+      active_isa() == Isa::avx512 ? detail::attention_unit_avx512 : detail::attention_unit_scalar;
   // Work units: (sequence, kv head, chunk of query tokens). Decode has one token per unit, so
   // each unit streams its slice of the K/V cache once for the whole head group.
   constexpr int64_t kTokens = 16;

@@ -13,6 +13,7 @@ namespace latprof::cpu {
 void gemm(const Weight& w, const float* x, int64_t m, float* y) {
   if (m <= 0 || w.n_out <= 0) return;
   if (active_isa() == Isa::avx512) return detail::gemm_avx512(w, x, m, y);
+  if (active_isa() == Isa::avx2) return detail::gemm_avx2(w, x, m, y);
   constexpr int64_t kRows = 16;
   const int64_t blocks = (w.n_out + kRows - 1) / kRows;
 #pragma omp parallel for schedule(dynamic, 1)
