@@ -1,0 +1,179 @@
+#include "report/trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <set>
+
+namespace latprof {
+
+namespace {
+
+constexpr int kRequestPid = 1, kGpuPid = 2;
+constexpr int kRequestTid = 1;
+
+struct Span {
+  std::string name, cat;
+  int64_t start_ns = 0, end_ns = 0;  // rounded once, so nesting survives the rounding
+  nlohmann::json args = nlohmann::json::object();
+};
+
+int64_t to_ns(double us) {
+  return std::isfinite(us) ? int64_t(std::llround(us * 1e3)) : 0;
+}
+
+nlohmann::json complete(const Span& s, int pid, int tid) {
+  return {{"name", s.name},
+          {"cat", s.cat},
+          {"ph", "X"},
+          {"pid", pid},
+          {"tid", tid},
+          {"ts", double(s.start_ns) / 1e3},
+          {"dur", double(s.end_ns - s.start_ns) / 1e3},
+          {"args", s.args}};
+}
+
+nlohmann::json meta(const char* what, int pid, int tid, const nlohmann::json& args) {
+  nlohmann::json j = {{"name", what}, {"ph", "M"}, {"pid", pid}, {"args", args}};
+  if (tid >= 0) j["tid"] = tid;
+  return j;
+}
+
+// The request timeline: stages, decode steps, layers and ops.
+std::vector<Span> request_spans(const RunReport& r) {
+  std::set<std::string> op_names;
+  for (int i = 0; i < kNumOps; ++i) op_names.insert(op_name(static_cast<Op>(i)));
+  std::vector<Span> out;
+  // Layers: (stage, step, layer) -> [first op start, last op end].
+  std::map<std::tuple<std::string, int, int>, Span> layers;
+  int64_t decode_a = INT64_MAX, decode_b = INT64_MIN;
+  for (const TraceEvent& e : r.timeline) {
+    Span s;
+    s.name = e.name;
+    s.start_ns = to_ns(e.start_us);
+    s.end_ns = s.start_ns + std::max<int64_t>(0, to_ns(e.start_us + e.dur_us) - s.start_ns);
+    const bool is_op = !e.stage.empty() && op_names.count(e.name);
+    if (is_op) {
+      s.cat = "op";
+      s.args = {{"stage", e.stage}};
+      if (e.layer >= 0) s.args["layer"] = e.layer;
+      if (e.step >= 0) s.args["step"] = e.step;
+      if (e.layer >= 0) {
+        auto [it, fresh] = layers.try_emplace({e.stage, e.step, e.layer});
+        Span& l = it->second;
+        if (fresh) {
+          l.name = "layer " + std::to_string(e.layer);
+          l.cat = "layer";
+          l.start_ns = s.start_ns;
+          l.end_ns = s.end_ns;
+          l.args = {{"stage", e.stage}, {"layer", e.layer}};
+          if (e.step >= 0) l.args["step"] = e.step;
+        }
+        l.start_ns = std::min(l.start_ns, s.start_ns);
+        l.end_ns = std::max(l.end_ns, s.end_ns);
+      }
+    } else if (e.name == "decode_step" || (e.stage.empty() && e.step > 0)) {
+      // A decode step's forward pass, or the sampling that follows it.
+      s.cat = "step";
+      if (e.step >= 0) s.args["step"] = e.step;
+      if (e.name == "decode_step") s.name = "decode_step " + std::to_string(e.step);
+      decode_a = std::min(decode_a, s.start_ns);
+      decode_b = std::max(decode_b, s.end_ns);
+    } else {
+      s.cat = "stage";
+      if (e.step >= 0) s.args["step"] = e.step;
+    }
+    out.push_back(s);
+  }
+  for (auto& [key, l] : layers) {
+    l.args["derived"] = "from the layer's first op start to its last op end";
+    out.push_back(l);
+  }
+  if (decode_a < decode_b) {
+    Span d;
+    d.name = "decode";
+    d.cat = "stage";
+    d.start_ns = decode_a;
+    d.end_ns = decode_b;
+    d.args = {{"derived", "from the first decode step's start to the last step's end"}};
+    out.push_back(d);
+  }
+  // Parents before children: by start, then longest first.
+  std::stable_sort(out.begin(), out.end(), [](const Span& a, const Span& b) {
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    return a.end_ns - a.start_ns > b.end_ns - b.start_ns;
+  });
+  return out;
+}
+
+// The arrays of GPU records in the profile: "kernels" and "copies", at the top or one level down.
+void gpu_arrays(const nlohmann::json& p,
+                std::vector<std::pair<std::string, const nlohmann::json*>>& out, int depth) {
+  if (!p.is_object()) return;
+  for (const char* k : {"kernels", "copies"})
+    if (p.contains(k) && p[k].is_array()) out.emplace_back(k, &p[k]);
+  if (depth == 0)
+    for (const auto& [k, v] : p.items()) gpu_arrays(v, out, 1);
+}
+
+}  // namespace
+
+nlohmann::json trace_json(const RunReport& r) {
+  nlohmann::json ev = nlohmann::json::array();
+  const std::string what =
+      r.run.model + " " + r.run.dtype + " on " + r.run.backend + " (" + r.run.device + ")";
+  ev.push_back(
+      meta("process_name", kRequestPid, -1, {{"name", "request: " + what + ", median repeat"}}));
+  ev.push_back(meta("process_sort_index", kRequestPid, -1, {{"sort_index", 0}}));
+  ev.push_back(meta("thread_name", kRequestPid, kRequestTid,
+                    {{"name", "stages > decode steps > layers > ops"}}));
+  for (const Span& s : request_spans(r)) ev.push_back(complete(s, kRequestPid, kRequestTid));
+
+  std::vector<std::pair<std::string, const nlohmann::json*>> arrays;
+  gpu_arrays(r.profile, arrays, 0);
+  if (!arrays.empty()) {
+    ev.push_back(meta("process_name", kGpuPid, -1,
+                      {{"name", "GPU: " + r.run.device +
+                                    " (CUPTI, separate profiling request; time 0 = its first "
+                                    "record)"}}));
+    ev.push_back(meta("process_sort_index", kGpuPid, -1, {{"sort_index", 1}}));
+    std::map<std::string, int> tids;  // track name -> tid
+    for (const auto& [kind, arr] : arrays) {
+      for (const auto& k : *arr) {
+        if (!k.is_object() || !k.contains("start_ns") || !k.contains("end_ns") ||
+            !k["start_ns"].is_number() || !k["end_ns"].is_number())
+          continue;
+        std::string track = kind;
+        if (k.contains("stream") && k["stream"].is_number_integer())
+          track += " (stream " + std::to_string(k["stream"].get<int64_t>()) + ")";
+        auto [it, fresh] = tids.try_emplace(track, int(tids.size()) + 1);
+        if (fresh) ev.push_back(meta("thread_name", kGpuPid, it->second, {{"name", track}}));
+        Span s;
+        s.name = k.value("name", kind == "kernels" ? "kernel" : "copy");
+        s.cat = kind == "kernels" ? "gpu_kernel" : "gpu_copy";
+        s.start_ns = int64_t(k["start_ns"].get<double>());
+        s.end_ns = std::max(s.start_ns, int64_t(k["end_ns"].get<double>()));
+        for (const auto& [f, v] : k.items())
+          if (f != "name" && f != "start_ns" && f != "end_ns") s.args[f] = v;
+        ev.push_back(complete(s, kGpuPid, it->second));
+      }
+    }
+  }
+  nlohmann::json other = {{"tool", "latprof"},
+                          {"schema_version", kSchemaVersion},
+                          {"model", r.run.model},
+                          {"dtype", r.run.dtype},
+                          {"backend", r.run.backend},
+                          {"device", r.run.device},
+                          {"input_tokens", r.run.input_tokens},
+                          {"output_tokens", r.run.output_tokens},
+                          {"batch", r.run.batch},
+                          {"created_utc", r.created_utc}};
+  if (r.tool.is_object() && r.tool.contains("git_commit"))
+    other["git_commit"] = r.tool["git_commit"];
+  if (std::isfinite(r.metrics.e2e_ms)) other["e2e_ms"] = r.metrics.e2e_ms;
+  return {{"traceEvents", ev}, {"displayTimeUnit", "ms"}, {"otherData", other}};
+}
+
+}  // namespace latprof
