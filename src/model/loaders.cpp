@@ -143,7 +143,7 @@ class FileWeights final : public WeightSource {
         return;
       }
       if (t.dtype == FileDType::q8_0) q8_to_f16_ = true;
-#pragma omp parallel
+#pragma omp parallel if (rows * cols >= (int64_t(1) << 20))
       {
         std::vector<float> row(static_cast<size_t>(cols));
 #pragma omp for schedule(static)
@@ -162,7 +162,7 @@ class FileWeights final : public WeightSource {
     host_.resize(size_t(rows * cols));
     scales_.resize(size_t(rows));
     auto* dst = reinterpret_cast<int8_t*>(host_.data());
-#pragma omp parallel
+#pragma omp parallel if (rows * cols >= (int64_t(1) << 20))
     {
       std::vector<float> row(static_cast<size_t>(cols));
 #pragma omp for schedule(static)
