@@ -380,11 +380,13 @@ RunReport run_benchmark(const RunOptions& o) {
   r.tool = tool_json();
   const auto setup0 = Clock::now();
 
-  // ---- model, tokenizer, prompt ----
+  // ---- flags that need no model first, then the model, tokenizer and prompt ----
+  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
+    usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
+  Precision wanted = precision_for(o.dtype, 4, 2);
   OpenedModel om = open_model(o.model, o.seed);
   const ModelConfig& cfg = om.config;
   validate_run_options(o, cfg.max_seq_len);
-  Precision wanted = precision_for(o.dtype, 4, 2);
   if (wanted.weights == WeightFormat::int8_w8a8)
     usage_error("--dtype int8-w8a8 is a roofline-only precision; run with fp16 or int8");
   const WeightType wtype = wanted.weights == WeightFormat::f16 ? WeightType::f16 : WeightType::i8;

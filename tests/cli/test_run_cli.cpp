@@ -27,8 +27,8 @@ const nlohmann::json& stage(const nlohmann::json& j, const std::string& name) {
 
 TEST(RunCli, ReportHasTheRequiredFields) {
   const auto j = run_json("--input 24 --output 12 --repeat 2", "fields");
-  for (const char* k : {"schema_version", "tool", "machine", "run", "ceilings", "metrics", "stages",
-                        "ops"})
+  for (const char* k :
+       {"schema_version", "tool", "machine", "run", "ceilings", "metrics", "stages", "ops"})
     EXPECT_TRUE(j.contains(k)) << k;
   for (const char* k : {"name", "version", "git_commit", "build_type"})
     EXPECT_TRUE(j["tool"].contains(k)) << k;
@@ -38,7 +38,8 @@ TEST(RunCli, ReportHasTheRequiredFields) {
   for (const char* k : {"ttft_ms", "tpot_ms", "e2e_ms", "prefill_tokens_per_s",
                         "decode_tokens_per_s", "itl_ms", "mfu", "mbu"})
     EXPECT_TRUE(j["metrics"].contains(k)) << k;
-  for (const char* k : {"p50", "p95", "p99", "max"}) EXPECT_TRUE(j["metrics"]["itl_ms"].contains(k));
+  for (const char* k : {"p50", "p95", "p99", "max"})
+    EXPECT_TRUE(j["metrics"]["itl_ms"].contains(k));
   for (const auto& s : j["stages"])
     for (const char* k : {"name", "time_ms", "share", "flops", "bytes", "arithmetic_intensity",
                           "bound", "mfu", "mbu"})
@@ -64,7 +65,19 @@ TEST(RunCli, StagesAddUpAndTtftWithinE2e) {
 }
 
 TEST(RunCli, DecodeIsMemoryBoundAndLongPrefillComputeBound) {
-  const auto j = run_json("--input 400 --output 8", "bounds");
+  // `tiny` is so narrow (dim 64) that its fp32 activations outweigh its matmuls; a wider
+  // one-layer model, given as a config file, has the intensity of a real prefill.
+  const auto cfg = cli_test::temp_dir("cfg") / "wide.json";
+  {
+    std::ofstream f(cfg);
+    f << R"({"name": "wide", "dim": 256, "n_layers": 1, "n_heads": 4, "n_kv_heads": 4,
+             "ffn_dim": 688, "vocab_size": 512, "max_seq_len": 1024})";
+  }
+  const auto path = cli_test::temp_dir("run") / "wide-out.json";
+  const auto r = latprof("run --quiet --model " + cfg.string() + " --input 500 --output 8 --json " +
+                         path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(cli_test::slurp(path.string()));
   EXPECT_EQ(stage(j, "decode")["bound"], "memory");
   EXPECT_EQ(stage(j, "prefill")["bound"], "compute");
   const auto k = run_json("--input 8 --output 8 --dtype int8", "bounds8");
@@ -124,7 +137,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"--model tiny --input 400 --output 200", "context"},
                       BadCase{"--model nosuchmodel", "unknown model"},
                       BadCase{"--model tiny --dtype fp8", "dtype"},
+                      BadCase{"--model tiny --input 8 --output 4 --dtype fp8", "dtype"},
                       BadCase{"--model tiny --backend tpu", "backend"},
+                      BadCase{"--model tiny --input 8 --output 4 --backend tpu", "backend"},
                       BadCase{"--model tiny --batch 0", "--batch"},
                       BadCase{"--model tiny --json /nonexistent-dir/x.json", "does not exist"},
                       BadCase{"--model llama-2-13b --batch 64 --input 2000 --output 2000",

@@ -20,7 +20,7 @@ inline double weight_at(const latprof::DeviceWeight& w, int64_t r, int64_t c) {
 }
 
 inline Vec matvec(const latprof::DeviceWeight& w, const Vec& x) {
-  Vec y(size_t(w.n_out), 0.0);
+  Vec y(static_cast<size_t>(w.n_out), 0.0);
   for (int64_t r = 0; r < w.n_out; ++r) {
     double s = 0;
     for (int64_t c = 0; c < w.n_in; ++c) s += weight_at(w, r, c) * x[size_t(c)];
@@ -59,7 +59,7 @@ class Llama {
   // Feeds one token at the next position, returns the logits.
   Vec step(int32_t token) {
     const int64_t d = c_.dim, hd = c_.head_dim(), H = c_.n_heads, KV = c_.n_kv_heads;
-    Vec x(size_t(d));
+    Vec x(static_cast<size_t>(d));
     for (int64_t i = 0; i < d; ++i)
       x[size_t(i)] = latprof::half_to_float(
           static_cast<const uint16_t*>(m_.tok_embeddings.data)[int64_t(token) * d + i]);
@@ -71,7 +71,7 @@ class Llama {
       rope(k, KV, hd, pos_, c_.rope_theta);
       kcache_[size_t(l)].push_back(k);
       vcache_[size_t(l)].push_back(v);
-      Vec att(size_t(H * hd), 0.0);
+      Vec att(static_cast<size_t>(H * hd), 0.0);
       const size_t T = kcache_[size_t(l)].size();
       for (int64_t qh = 0; qh < H; ++qh) {
         const int64_t kh = qh / (H / KV);
