@@ -55,20 +55,21 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
     case Isa::scalar:
       break;
   }
-  constexpr int64_t kMaxM = 8;               // activation rows sharing one pass over the weights
-  const int64_t blocks = (w.n_out + 3) / 4;  // kernels work on 4 output rows at a time
+  constexpr int64_t kMaxM = 8;  // activation rows sharing one pass over the weights
+  // Work is handed out in chunks of whole 4-row groups, ~256 KB of weights each: long sequential
+  // streams for the prefetchers, and dynamic scheduling so that a thread slowed down by another
+  // process on its core does not hold the others up at the end.
+  const int64_t row_bytes = w.n_in * (w.type == WType::f16 ? 2 : 1);
+  const int64_t chunk =
+      std::max<int64_t>(4, (int64_t(256) << 10) / std::max<int64_t>(row_bytes, 1) / 4 * 4);
+  const int64_t n_chunks = (w.n_out + chunk - 1) / chunk;
   for (int64_t i0 = 0; i0 < m; i0 += kMaxM) {
     const int64_t mm = std::min(kMaxM, m - i0);
     const float* xi = x + i0 * w.n_in;
     float* yi = y + i0 * w.n_out;
-#pragma omp parallel
-    {
-      // One contiguous band of rows per thread: sequential streams for the prefetchers.
-      const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-      const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
-      const int64_t r0 = std::min(w.n_out, b0 * 4), r1 = std::min(w.n_out, b1 * 4);
-      if (r1 > r0) rows(w, xi, mm, yi, r0, r1);
-    }
+#pragma omp parallel for schedule(dynamic, 1) if (n_chunks > 1)
+    for (int64_t c = 0; c < n_chunks; ++c)
+      rows(w, xi, mm, yi, c * chunk, std::min(w.n_out, (c + 1) * chunk));
   }
 }
 
