@@ -235,7 +235,7 @@ CommandFn add_check_command(CLI::App& app) {
       if (c.allows(floor)) {
         std::string note = c.time() ? "" : "";
         const bool beyond_expected = c.time() ? c.value < expected : c.value > expected;
-        std::printf("possible: %s %s for %s is within the roofline floor %s (%s); %s\n", c.label,
+        std::printf("possible: %s %s for %s respects the roofline floor %s (%s); %s\n", c.label,
                     c.show(c.value).c_str(), subject.c_str(), c.show(floor).c_str(), why.c_str(),
                     beyond_expected ? ("but better than the expected " + c.show(expected) +
                                        " at the stated efficiency factors")

@@ -1,10 +1,79 @@
-// Placeholder: 'latprof plot' is being written (owned by its issue).
+// latprof plot: the roofline chart (SVG) of a run report or of a `latprof roofline --json`
+// prediction.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "report/report.hpp"
+#include "roofline/hardware.hpp"
+#include "roofline/plot.hpp"
 
 namespace latprof::cli {
+
+namespace {
+struct PlotArgs {
+  std::string input, out = "roofline.svg", hw, hw_file;
+  bool no_datasheet = false;
+};
+}  // namespace
+
 CommandFn add_plot_command(CLI::App& app) {
-  app.add_subcommand("plot", "(not yet available)");
-  return [] () -> int { usage_error("'latprof plot' is not available in this build yet"); };
+  auto a = std::make_shared<PlotArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "plot", "Write the roofline chart (self-contained SVG) of a run report or a prediction");
+  sub->add_option("report", a->input,
+                  "A run report (latprof run --json) or a prediction "
+                  "(latprof roofline --json)")
+      ->required();
+  sub->add_option("-o,--out", a->out, "Output SVG file")->capture_default_str();
+  sub->add_option("--hw", a->hw,
+                  "Datasheet roofs to draw next to the measured ones (default: "
+                  "the database entry matching the report's device)");
+  sub->add_option("--hw-file", a->hw_file, "Datasheet roofs from a hardware file");
+  sub->add_flag("--no-datasheet", a->no_datasheet, "Draw only the report's own roofs");
+  return [a]() -> int {
+    check_writable(a->out, "-o");
+    if (!std::filesystem::is_regular_file(a->input)) usage_error(a->input + ": no such file");
+    nlohmann::json j;
+    {
+      std::ifstream in(a->input);
+      try {
+        j = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::exception& e) {
+        usage_error(a->input + ": not valid JSON: " + e.what());
+      }
+    }
+    const bool prediction = j.is_object() && j.value("kind", "") == "prediction";
+    RunReport r = report_from_json(j, a->input);
+    // A measured report gets the datasheet roofs of its device when the database knows it.
+    Ceilings datasheet;
+    bool have_datasheet = false;
+    if (!a->no_datasheet) {
+      if (!a->hw.empty() || !a->hw_file.empty()) {
+        const HardwareSpec h =
+            a->hw_file.empty() ? find_hardware(a->hw) : load_hardware_file(a->hw_file);
+        if (!h.measure) datasheet = to_ceilings(h), have_datasheet = true;
+      } else if (!prediction) {
+        auto h = match_hardware(r.ceilings.device);
+        if (!h) h = match_hardware(r.run.device);
+        if (h && !h->measure) datasheet = to_ceilings(*h), have_datasheet = true;
+      }
+    }
+    const std::string svg = roofline_svg(r, have_datasheet ? &datasheet : nullptr);
+    write_file_atomic(a->out, svg);
+    int points = 0;
+    for (const Row& o : r.ops)
+      if (o.cost.flops > 0 && o.cost.bytes() > 0 && (o.time_ms > 0 || o.floor_ms > 0)) ++points;
+    std::printf("wrote %s: %d op points (%s), roofs of %s%s\n", a->out.c_str(), points,
+                prediction ? "predicted floors" : "measured", r.ceilings.device.c_str(),
+                have_datasheet ? (" and the datasheet of " + datasheet.device).c_str() : "");
+    return 0;
+  };
 }
+
 }  // namespace latprof::cli

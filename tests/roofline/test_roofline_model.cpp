@@ -1,0 +1,339 @@
+// The roofline analyzer's library: parameter counts and FLOPs against hand-computed values,
+// floors on the A100 80GB and H200, the memory -> compute flip, the decode-step fit, the
+// hardware database and its validation, physics checks of run reports, and the SVG.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "core/error.hpp"
+#include "model/config.hpp"
+#include "model/cost_model.hpp"
+#include "roofline/fit.hpp"
+#include "roofline/hardware.hpp"
+#include "roofline/physics.hpp"
+#include "roofline/plot.hpp"
+#include "roofline/predict.hpp"
+
+using namespace latprof;
+
+namespace {
+
+Scenario scenario(const std::string& model, const std::string& hw, int64_t input = 500,
+                  int64_t output = 200, int64_t batch = 1, const std::string& dtype = "fp16") {
+  Scenario s;
+  s.model = find_model(model);
+  s.precision = precision_from_flags(dtype, "fp16", "fp16");
+  s.ceilings = to_ceilings(find_hardware(hw));
+  s.input = input;
+  s.output = output;
+  s.batch = batch;
+  return s;
+}
+
+bool linear_compute_bound(const Scenario& s, int64_t batch, int64_t n_new, int64_t ctx0) {
+  const OpCosts ops = forward_cost(s.model, s.precision, batch, n_new, ctx0);
+  double tc = 0, tm = 0;
+  for (Op op : {Op::qkv_proj, Op::o_proj, Op::mlp_gate_up, Op::mlp_down}) {
+    const RooflinePoint r = roofline_point(ops[int(op)], s.ceilings.peak_for(op, s.precision),
+                                           s.ceilings.mem_bw_bytes_per_s);
+    tc += r.compute_ms;
+    tm += r.memory_ms;
+  }
+  return tc > tm;
+}
+
+}  // namespace
+
+// ---- parameter counts: per layer 2*d*q + 2*d*kv_dim + 3*d*ffn, plus embeddings, LM head, norms
+TEST(Params, BuiltinModelsMatchHandCounts) {
+  // llama-2-7b: 32 x (4*4096^2 + 3*4096*11008) + 2*32000*4096 + 65*4096
+  EXPECT_EQ(find_model("llama-2-7b").params_total(), 6'738'415'616);
+  // llama-2-13b: 40 x (4*5120^2 + 3*5120*13824) + 2*32000*5120 + 81*5120
+  EXPECT_EQ(find_model("llama-2-13b").params_total(), 13'015'864'320);
+  // llama-3-8b: 32 x (2*4096^2 + 2*4096*1024 + 3*4096*14336) + 2*128256*4096 + 65*4096
+  EXPECT_EQ(find_model("llama-3-8b").params_total(), 8'030'261'248);
+  // mistral-7b: same layers as llama-3-8b, vocabulary 32000
+  EXPECT_EQ(find_model("mistral-7b").params_total(), 7'241'732'096);
+  // tinyllama-1.1b: 22 x (2*2048^2 + 2*2048*256 + 3*2048*5632) + 2*32000*2048 + 45*2048
+  EXPECT_EQ(find_model("tinyllama-1.1b").params_total(), 1'100'048'384);
+  // tiny: 2 x (2*64^2 + 2*64*32 + 3*64*176) + 2*256*64 + 5*64
+  EXPECT_EQ(find_model("tiny").params_total(), 125'248);
+}
+
+TEST(Flops, DecodeModelFlopsAre2NPlusFullAttention) {
+  const ModelConfig m = find_model("llama-2-7b");
+  const Precision p = precision_from_flags("fp16", "fp16", "fp16");
+  // one token at context 499 (500 keys): 2 x 6,607,077,376 matmul params + 4*32*4096*500
+  const Cost c = total(forward_cost(m, p, 1, 1, 499));
+  EXPECT_DOUBLE_EQ(c.model_flops, 2.0 * 6'607'077'376 + 4.0 * 32 * 4096 * 500);
+  // weights read once: 13,477,363,712 bytes in fp16 (embedding rows gathered, not all read)
+  EXPECT_DOUBLE_EQ(weight_bytes(m, p), 13'477'363'712.0);
+}
+
+TEST(Flops, PrefillAttentionExecutedIsCausalModelIsFull) {
+  const ModelConfig m = find_model("llama-2-7b");
+  const Precision p = precision_from_flags("fp16", "fp16", "fp16");
+  const OpCosts ops = forward_cost(m, p, 1, 500, 0);
+  const Cost& a = ops[int(Op::attention)];
+  // causal: 500*501/2 keys; 4*q_dim per key for QK and PV, 5 softmax FLOPs per head and key
+  EXPECT_DOUBLE_EQ(a.flops, 32.0 * 125'250 * (4.0 * 4096 + 32 * 5));
+  EXPECT_DOUBLE_EQ(a.model_flops, 32.0 * 4 * 4096 * 500 * 500);
+  // GQA: attention FLOPs use query heads, KV bytes the KV heads (llama-3-8b: 8 of 32)
+  const ModelConfig g = find_model("llama-3-8b");
+  const OpCosts og = forward_cost(g, p, 1, 1, 999);
+  EXPECT_DOUBLE_EQ(og[int(Op::attention)].model_flops, 32.0 * 4 * 4096 * 1000);
+  EXPECT_DOUBLE_EQ(og[int(Op::attention)].kv_bytes, 32.0 * 1024 * 2 * 2 * (1 + 1000));
+}
+
+// ---- floors
+TEST(Floors, Llama7bDecodeOnA100AndH200) {
+  const Times a100 = floor_times(scenario("llama-2-7b", "a100-80gb-sxm"));
+  EXPECT_NEAR(a100.tpot_ms, 6.6, 0.1);  // 13.48 GB / 2.039 TB/s = 6.61 ms, plus KV reads
+  EXPECT_GT(a100.tpot_ms, 13'477'363'712.0 / 2.039e12 * 1e3);
+  const Times h200 = floor_times(scenario("llama-2-7b", "h200-sxm"));
+  EXPECT_NEAR(h200.tpot_ms, 2.8, 0.06);  // 13.48 GB / 4.8 TB/s = 2.81 ms
+  EXPECT_NEAR(a100.decode_tokens_per_s, 1e3 / a100.tpot_ms, 1e-6);
+  EXPECT_NEAR(a100.e2e_ms, a100.ttft_ms + 199 * a100.tpot_ms, 1e-6);
+}
+
+TEST(Floors, Int8WeightsHalveTheDecodeFloorAndW8A8UsesTheInt8Peak) {
+  const double fp16 = floor_times(scenario("llama-2-7b", "a100-80gb-sxm")).tpot_ms;
+  const double int8 =
+      floor_times(scenario("llama-2-7b", "a100-80gb-sxm", 500, 200, 1, "int8")).tpot_ms;
+  EXPECT_NEAR(int8 / fp16, 0.5, 0.03);
+  const double pre16 =
+      floor_times(scenario("llama-2-7b", "a100-80gb-sxm", 2000, 2, 8, "int8")).prefill_ms;
+  const double pre8 =
+      floor_times(scenario("llama-2-7b", "a100-80gb-sxm", 2000, 2, 8, "int8-w8a8")).prefill_ms;
+  EXPECT_LT(pre8, pre16 * 0.7);  // compute-bound prefill on a 2x faster INT8 roof
+}
+
+TEST(Floors, IntensityFlipsFromMemoryToComputePastTheRidge) {
+  const Scenario s = scenario("llama-2-7b", "a100-80gb-sxm");
+  EXPECT_FALSE(linear_compute_bound(s, 1, 1, 500));   // decode, batch 1
+  EXPECT_TRUE(linear_compute_bound(s, 512, 1, 500));  // decode, batch 512
+  EXPECT_FALSE(linear_compute_bound(s, 1, 16, 0));    // short prompt
+  EXPECT_TRUE(linear_compute_bound(s, 1, 2048, 0));   // long prompt
+  const Prediction p = predict(s);
+  // ridge 312e12 / 2.039e12 = 153 FLOP/B; a linear layer at batch B does ~B FLOP per fp16 byte
+  EXPECT_GT(p.linear_compute_bound_batch, 140);
+  EXPECT_LT(p.linear_compute_bound_batch, 200);
+  EXPECT_FALSE(linear_compute_bound(s, p.linear_compute_bound_batch - 1, 1, 500));
+  EXPECT_TRUE(linear_compute_bound(s, p.linear_compute_bound_batch, 1, 500));
+  EXPECT_GT(p.prefill_compute_bound_input, 100);
+  EXPECT_LT(p.prefill_compute_bound_input, 300);
+  // the decode ops are memory-bound, prefill's matmuls compute-bound
+  for (const auto& o : p.ops) {
+    if (o.op == Op::qkv_proj && o.stage == "decode") {
+      EXPECT_EQ(o.floor.bound, "memory");
+    }
+    if (o.op == Op::qkv_proj && o.stage == "prefill") {
+      EXPECT_EQ(o.floor.bound, "compute");
+    }
+  }
+}
+
+TEST(Floors, MemoryFitAndLargestBatch) {
+  Scenario s = scenario("llama-2-7b", "a100-80gb-sxm");
+  const Prediction p = predict(s);
+  EXPECT_TRUE(p.fits);
+  // (80e9 - 13.477e9) / (524,288 B/token x 700 tokens)
+  EXPECT_EQ(p.max_batch, int64_t((80e9 - 13'477'363'712.0) / (524'288.0 * 700)));
+  s.batch = p.max_batch + 1;
+  EXPECT_FALSE(predict(s).fits);
+  // an INT8 KV cache halves the KV bytes per token
+  Scenario k = scenario("llama-2-7b", "a100-80gb-sxm");
+  k.precision.kv_bytes = 1;
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(k.model, k.precision), 262'144.0);
+}
+
+TEST(Floors, ExpectedIsSlowerThanTheFloorByTheStatedFactors) {
+  const Prediction p = predict(scenario("llama-2-7b", "a100-80gb-sxm"), Efficiency{0.5, 0.5, 0});
+  EXPECT_NEAR(p.expected.tpot_ms, 2 * p.floor.tpot_ms, 1e-6);
+  EXPECT_NEAR(p.expected.prefill_ms, 2 * p.floor.prefill_ms, 1e-6);
+}
+
+TEST(Floors, ContextPastTheWindowIsAUsageError) {
+  EXPECT_THROW(predict(scenario("llama-2-7b", "a100-80gb-sxm", 4000, 200)), UsageError);
+  EXPECT_THROW(predict(scenario("llama-2-7b", "a100-80gb-sxm", 500, 0)), UsageError);
+}
+
+// ---- decode-step fit
+TEST(Fit, RecoversInterceptAndSlope) {
+  std::vector<double> steps;
+  for (int k = 0; k < 50; ++k) steps.push_back(5.0 + 0.002 * (100 + k));
+  const LinearFit f = fit_decode_steps(steps, 100);
+  ASSERT_TRUE(f.ok);
+  EXPECT_NEAR(f.intercept, 5.0, 1e-9);
+  EXPECT_NEAR(f.slope, 0.002, 1e-12);
+  EXPECT_NEAR(f.r2, 1.0, 1e-9);
+  // 0.002 ms per token for 524,288 KV bytes per token: 262 GB/s
+  EXPECT_NEAR(kv_bandwidth_from_slope(f.slope, 524'288.0), 524'288.0 / 2e-6, 1);
+  EXPECT_FALSE(fit_decode_steps({1.0}, 10).ok);
+}
+
+// ---- hardware database
+TEST(Hardware, EveryBuiltinHasPositiveFiguresAndASource) {
+  const auto& all = builtin_hardware();
+  for (const char* n : {"a100-40gb-sxm", "a100-80gb-sxm", "a100-80gb-pcie", "h100-sxm", "h100-pcie",
+                        "h200-sxm", "l40s", "l4", "rtx-4090", "cpu-local"})
+    EXPECT_NO_THROW(find_hardware(n)) << n;
+  EXPECT_EQ(find_hardware("local").name, "cpu-local");
+  for (const auto& h : all) {
+    EXPECT_FALSE(h.source.empty()) << h.name;
+    if (h.measure) continue;
+    EXPECT_NE(h.source.find("http"), std::string::npos) << h.name;
+    const Ceilings c = to_ceilings(h);
+    EXPECT_GT(c.mem_bw_bytes_per_s, 0) << h.name;
+    EXPECT_GT(c.matmul_flops_per_s, c.vector_flops_per_s) << h.name;
+    EXPECT_GT(c.int8_ops_per_s, 0) << h.name;
+    EXPECT_GT(c.memory_bytes, 0) << h.name;
+    EXPECT_GT(c.cache_bytes, 0) << h.name;
+  }
+  // dense, not sparse: the A100's 312 TFLOP/s, the H100 SXM's 989.5
+  EXPECT_DOUBLE_EQ(find_hardware("a100-80gb-sxm").fp16_tensor_flops_per_s, 312e12);
+  EXPECT_DOUBLE_EQ(find_hardware("h100-sxm").fp16_tensor_flops_per_s, 989.5e12);
+  EXPECT_DOUBLE_EQ(find_hardware("a100-80gb-sxm").mem_bw_bytes_per_s, 2.039e12);
+  EXPECT_EQ(find_hardware("a100-80gb-sxm").fp8_tensor_flops_per_s, 0);  // none on Ampere
+  // GeForce: FP16 with FP32 accumulate
+  EXPECT_DOUBLE_EQ(find_hardware("rtx-4090").fp16_tensor_flops_per_s, 165.2e12);
+}
+
+TEST(Hardware, BadFilesAreRejectedWithTheFieldNamed) {
+  nlohmann::json good = hardware_to_json(find_hardware("h100-sxm"));
+  EXPECT_NO_THROW(hardware_from_json(good, "good.json"));
+  auto expect_field = [&](nlohmann::json j, const std::string& field) {
+    try {
+      hardware_from_json(j, "bad.json");
+      ADD_FAILURE() << "accepted a file with a bad " << field;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + field + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+    }
+  };
+  for (const char* f : {"fp16_tensor_flops_per_s", "fp32_flops_per_s", "mem_bw_bytes_per_s",
+                        "memory_bytes", "l2_bytes", "int8_tensor_ops_per_s", "name", "source"}) {
+    nlohmann::json j = good;
+    j.erase(f);
+    expect_field(j, f);
+  }
+  for (const char* f : {"mem_bw_bytes_per_s", "memory_bytes", "fp16_tensor_flops_per_s"}) {
+    nlohmann::json j = good;
+    j[f] = 0;
+    expect_field(j, f);
+    j[f] = -1e12;
+    expect_field(j, f);
+    j[f] = "fast";
+    expect_field(j, f);
+  }
+  nlohmann::json j = good;
+  j["mem_bw_bytes_per_s"] = nullptr;  // only int8/fp8/bf16/interconnect may be null
+  expect_field(j, "mem_bw_bytes_per_s");
+  EXPECT_THROW(find_hardware("a100-90gb"), UsageError);
+}
+
+// ---- physics checks of run reports
+namespace {
+RunReport report_for(const std::string& model, const Ceilings& c, double time_factor) {
+  RunReport r;
+  const ModelConfig m = find_model(model);
+  r.model_config = model_to_json(m);
+  r.run.model = model;
+  r.run.dtype = "fp16";
+  r.run.input_tokens = 100;
+  r.run.output_tokens = 10;
+  r.ceilings = c;
+  const Precision p = precision_for("fp16", 2, 2);
+  const OpCosts ops = forward_cost(m, p, 1, 1, 100);
+  for (Op op : {Op::qkv_proj, Op::mlp_down}) {
+    Row row;
+    row.stage = "decode";
+    row.name = op_name(op);
+    row.cost = ops[int(op)];
+    row.floor_ms = roofline_point(row.cost, c.peak_for(op, p), c.mem_bw_bytes_per_s).floor_ms;
+    row.time_ms = row.floor_ms * time_factor;
+    r.ops.push_back(row);
+  }
+  return r;
+}
+int count(const RunReport& r, const std::string& level) {
+  int n = 0;
+  for (const auto& c : r.checks) n += c.level == level;
+  return n;
+}
+}  // namespace
+
+TEST(Physics, FasterThanTheFloorIsATimingError) {
+  const Ceilings a100 = to_ceilings(find_hardware("a100-80gb-sxm"));
+  RunReport fast = report_for("llama-2-7b", a100, 0.5);
+  add_physics_checks(fast);
+  EXPECT_EQ(count(fast, "error"), 2);
+  for (const auto& c : fast.checks)
+    if (c.level == "error") {
+      EXPECT_NE(c.message.find("likely timing error"), std::string::npos);
+    }
+  RunReport honest = report_for("llama-2-7b", a100, 1.5);
+  add_physics_checks(honest);
+  EXPECT_EQ(count(honest, "error"), 0);
+}
+
+TEST(Physics, CacheResidentWorkingSetSaysTheMemoryRoofDoesNotApply) {
+  Ceilings c = to_ceilings(find_hardware("a100-80gb-sxm"));  // 40 MiB L2 > tiny's 250 KB
+  RunReport r = report_for("tiny", c, 0.5);
+  add_physics_checks(r);
+  EXPECT_EQ(count(r, "error"), 0);
+  ASSERT_EQ(count(r, "info"), 1);
+  for (const auto& k : r.checks)
+    if (k.level == "info") {
+      EXPECT_NE(k.message.find("does not apply"), std::string::npos);
+    }
+  c.cache_bytes = 1000;  // the same run without a cache that holds it
+  RunReport r2 = report_for("tiny", c, 0.5);
+  add_physics_checks(r2);
+  EXPECT_EQ(count(r2, "error"), 2);
+}
+
+TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
+  RunReport r = report_for("llama-2-7b", to_ceilings(find_hardware("a100-80gb-sxm")), 2);
+  r.metrics.mfu = 1.7;
+  r.metrics.tpot_ms = 10;
+  r.metrics.decode_tokens_per_s = 400;  // 1000/10 = 100 tokens/s from the step time
+  add_physics_checks(r);
+  bool mfu = false, tps = false;
+  for (const auto& c : r.checks) {
+    mfu |= c.subject == "metrics.mfu" && c.level == "error";
+    tps |= c.subject == "metrics.decode_tokens_per_s" && c.level == "error";
+  }
+  EXPECT_TRUE(mfu);
+  EXPECT_TRUE(tps);
+}
+
+// ---- SVG
+TEST(Plot, SvgIsWellFormedWithOnePointPerOp) {
+  const Prediction p = predict(scenario("llama-2-7b", "h100-sxm", 128, 16));
+  const RunReport r = report_from_json(prediction_json(p, {}), "prediction");
+  const Ceilings ds = to_ceilings(find_hardware("h100-pcie"));
+  const std::string svg = roofline_svg(r, &ds);
+  int expected = 0;
+  for (const Row& o : r.ops) expected += o.cost.flops > 0 && o.cost.bytes() > 0;
+  const std::regex point("<circle class=\"op\"");
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(svg.begin(), svg.end(), point), std::sregex_iterator()),
+      expected);
+  EXPECT_NE(svg.find("ridge"), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);  // datasheet roofs
+  EXPECT_EQ(svg.find("<script"), std::string::npos);
+  EXPECT_EQ(svg.find("http://fonts"), std::string::npos);
+  const auto path = std::filesystem::temp_directory_path() / "latprof_test_plot.svg";
+  std::ofstream(path) << svg;
+  const std::string cmd =
+      "python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' " +
+      path.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the SVG is not well-formed XML";
+  std::filesystem::remove(path);
+}
