@@ -144,9 +144,7 @@ int run_prediction(const RooflineArgs& a) {
     std::printf("wrote %s\n", a.json.c_str());
   }
   if (!a.svg.empty()) {
-    RunReport r = report_from_json(j, "prediction");
-    for (size_t i = 0; i < r.ops.size() && i < j["ops"].size(); ++i)
-      if (j["ops"][i]["expected_ms"].is_number()) r.ops[i].time_ms = 0;  // plot the floor
+    const RunReport r = report_from_json(j, "prediction");  // points at their floors
     write_file_atomic(a.svg, roofline_svg(r, nullptr));
     std::printf("wrote %s\n", a.svg.c_str());
   }
@@ -176,6 +174,12 @@ int run_from(const RooflineArgs& a) {
                   pct_or_dash(o.roofline_fraction).c_str(), o.bound.c_str(),
                   pct_or_dash(o.mfu).c_str(), pct_or_dash(o.mbu).c_str());
     }
+
+  // the report's physics checks (added by the runner), errors first
+  for (const char* level : {"error", "warning", "info"})
+    for (const Check& k : r.checks)
+      if (k.level == level)
+        std::printf("%s: %s: %s\n", k.level.c_str(), k.subject.c_str(), k.message.c_str());
 
   // decode-step fit: time = intercept + slope x context
   const LinearFit fit = fit_decode_steps(r.decode_step_ms, r.run.input_tokens);
@@ -226,7 +230,7 @@ int run_from(const RooflineArgs& a) {
       "backend stores them); 'at measured %%' keeps each op's measured fraction of its "
       "roofline, 'at efficiency' uses %s of peak bandwidth and %s of peak FLOP/s; time "
       "not attributed to an op (host work, launch gaps) stays as measured.\n",
-      prec.act_bytes, fmt_pct(eff.memory).c_str(), fmt_pct(eff.compute).c_str());
+      fmt_pct(eff.memory).c_str(), fmt_pct(eff.compute).c_str());
   std::printf("%-8s %-12s %10s %12s %14s %14s\n", "stage", "op", "measured", "target floor",
               "at measured %", "at efficiency");
   std::map<std::string, double> op_meas, op_proj, op_eff;
