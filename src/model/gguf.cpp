@@ -337,9 +337,11 @@ File parse(const uint8_t* data, size_t size, const std::string& path) {
   const uint64_t n_kv = r.get<uint64_t>("metadata_kv_count");
   // A tensor info takes at least 24 bytes, a key/value at least 13.
   if (n_tensors > kMaxTensors || n_tensors > r.remaining() / 24)
-    r.fail("tensor_count " + std::to_string(n_tensors) + " is absurd for this file");
+    r.fail("tensor_count " + std::to_string(n_tensors) +
+           " is absurd: the rest of the file cannot hold that many (truncated or corrupt?)");
   if (n_kv > kMaxKv || n_kv > r.remaining() / 13)
-    r.fail("metadata_kv_count " + std::to_string(n_kv) + " is absurd for this file");
+    r.fail("metadata_kv_count " + std::to_string(n_kv) +
+           " is absurd: the rest of the file cannot hold that many (truncated or corrupt?)");
 
   f.kv.reserve(size_t(n_kv));
   for (uint64_t k = 0; k < n_kv; ++k) {

@@ -427,6 +427,7 @@ OpenedModel open_hf_dir(const fs::path& dir) {
 
   std::vector<std::shared_ptr<MappedFile>> files;
   std::unordered_map<std::string, FileTensor> all;
+  std::unordered_map<std::string, std::string> unsupported;  // tensor -> dtype
   for (const auto& p : shards) {
     auto mf = std::make_shared<MappedFile>(p.string());
     const safetensors::File sf = safetensors::parse(mf->data(), mf->size(), p.string());
@@ -449,7 +450,7 @@ OpenedModel open_hf_dir(const fs::path& dir) {
       if (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")
         ft = safetensors::to_file_tensor(sf, t);
       else
-        ft.nbytes = SIZE_MAX;  // marks an unsupported dtype
+        unsupported[t.name] = t.dtype;
       all.emplace(t.name, std::move(ft));
     }
     files.push_back(std::move(mf));
@@ -463,12 +464,9 @@ OpenedModel open_hf_dir(const fs::path& dir) {
       [&](const std::string& n) -> const FileTensor* {
         auto it = all.find(n);
         if (it == all.end()) return nullptr;
-        if (it->second.nbytes == SIZE_MAX) {
-          // Re-parse for the message with the dtype.
-          usage_error(it->second.file + ": tensor " + n +
-                      " has an unsupported dtype; supported: "
-                      "F16, BF16, F32");
-        }
+        if (auto u = unsupported.find(n); u != unsupported.end())
+          usage_error(it->second.file + ": tensor " + n + " has dtype " + u->second +
+                      "; supported: F16, BF16, F32");
         return &it->second;
       },
       &dtype);

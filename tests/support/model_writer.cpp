@@ -23,7 +23,23 @@ std::string GgufWriter::str(const std::string& s) {
 }
 
 void GgufWriter::kv_raw(const std::string& k, uint32_t type, const std::string& bytes) {
+  for (auto& [key, v] : kv_)
+    if (key == k) {
+      v = pod<uint32_t>(type) + bytes;
+      return;
+    }
   kv_.emplace_back(k, pod<uint32_t>(type) + bytes);
+}
+void GgufWriter::erase_kv(const std::string& k) {
+  std::erase_if(kv_, [&](const auto& p) { return p.first == k; });
+}
+GgufWriter::Tensor* GgufWriter::find_tensor(const std::string& name) {
+  for (auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+void GgufWriter::erase_tensor(const std::string& name) {
+  std::erase_if(tensors_, [&](const Tensor& t) { return t.name == name; });
 }
 void GgufWriter::kv_u32(const std::string& k, uint32_t v) {
   kv_raw(k, 4, pod(v));
@@ -284,6 +300,10 @@ std::vector<float> permute_rows(const std::vector<float>& w, int64_t rows, int64
 }  // namespace
 
 std::string tiny_gguf_bytes(const TinyLlama& m, uint32_t type) {
+  return tiny_gguf(m, type).bytes();
+}
+
+GgufWriter tiny_gguf(const TinyLlama& m, uint32_t type) {
   GgufWriter g;
   g.kv_str("general.architecture", "llama");
   g.kv_str("general.name", "tiny-llama-test");
@@ -317,7 +337,7 @@ std::string tiny_gguf_bytes(const TinyLlama& m, uint32_t type) {
                                       : encode_bf16(w);
     g.tensor(gguf_name(name), dims, t, data);
   }
-  return g.bytes();
+  return g;
 }
 
 void write_file(const std::string& path, const std::string& bytes) {

@@ -26,6 +26,15 @@ class GgufWriter {
   void kv_raw(const std::string& k, uint32_t type, const std::string& bytes);
   // dims: ne[0] (contiguous) first, as GGUF stores them; data: the tensor's bytes.
   void tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, std::string data);
+  void erase_kv(const std::string& k);
+  struct Tensor {
+    std::string name;
+    std::vector<uint64_t> dims;
+    uint32_t type;
+    std::string data;
+  };
+  Tensor* find_tensor(const std::string& name);
+  void erase_tensor(const std::string& name);
   // The whole file. version and alignment can be overridden to write bad files.
   std::string bytes(uint32_t version = 3, uint64_t alignment = 32) const;
 
@@ -36,12 +45,6 @@ class GgufWriter {
   }
 
  private:
-  struct Tensor {
-    std::string name;
-    std::vector<uint64_t> dims;
-    uint32_t type;
-    std::string data;
-  };
   std::vector<std::pair<std::string, std::string>> kv_;  // key, type+value bytes
   std::vector<Tensor> tensors_;
 };
@@ -89,6 +92,7 @@ std::string gguf_name(const std::string& canonical);
 
 // type: 0 F32, 1 F16, 8 Q8_0, 30 BF16 for the matrices (norms are always F32, as converters do).
 std::string tiny_gguf_bytes(const TinyLlama& m, uint32_t type);
+GgufWriter tiny_gguf(const TinyLlama& m, uint32_t type);  // to alter before bytes()
 void write_file(const std::string& path, const std::string& bytes);
 // A Hugging Face directory: config.json, model.safetensors (or `shards` files and the index),
 // tokenizer.json and tokenizer_config.json.
