@@ -226,8 +226,8 @@ int run_from(const RooflineArgs& a) {
   std::printf("\nprojection onto %s (%s)\n", t.device.c_str(), t.source.c_str());
   std::printf(
       "  assumes: the same model, dtype, batch and lengths; each op keeps the FLOPs and "
-      "bytes the cost model gave the measured run (activations %d B/elem as this "
-      "backend stores them); 'at measured %%' keeps each op's measured fraction of its "
+      "bytes the cost model gave the measured run (with the activation and KV widths "
+      "of its backend); 'at measured %%' keeps each op's measured fraction of its "
       "roofline, 'at efficiency' uses %s of peak bandwidth and %s of peak FLOP/s; time "
       "not attributed to an op (host work, launch gaps) stays as measured.\n",
       fmt_pct(eff.memory).c_str(), fmt_pct(eff.compute).c_str());
