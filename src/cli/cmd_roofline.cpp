@@ -31,7 +31,7 @@ std::string pct_or_dash(double v) {
 void print_ceilings(const Ceilings& c) {
   std::printf("device:   %s\n", c.device.c_str());
   std::printf(
-      "  roofs:  %s matmul (fp16 tensor), %s vector (fp32), %s int8, %s memory, %s "
+      "  roofs:  %s matmul, %s vector (elementwise), %s int8, %s memory, %s "
       "capacity, %s last-level cache\n",
       fmt_rate(c.matmul_flops_per_s, "FLOP/s").c_str(),
       fmt_rate(c.vector_flops_per_s, "FLOP/s").c_str(),
