@@ -1,0 +1,130 @@
+// latprof's forward pass on a tiny random Llama loaded from safetensors (and from GGUF) against
+// the independent NumPy reference in tests/reference/llama_ref.py: logits after the prompt and
+// greedy tokens. Skipped when python3 with NumPy is not installed (Debian: python3-numpy).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "model/loaders.hpp"
+#include "runner/forward.hpp"
+#include "runner/model.hpp"
+#include "support/model_writer.hpp"
+
+namespace {
+
+using namespace latprof;
+using namespace latprof::testing;
+
+// Relative L2 error of the logits. latprof keeps activations in fp32 and the KV cache in fp16;
+// the reference computes in fp64 from the same fp16 weights: agreement to about the fp16
+// rounding of K/V through two layers. 5e-3 leaves room for that and fails on any real error.
+constexpr double kTolerance = 5e-3;
+
+std::string run(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) {
+    *status = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = ::pclose(p);
+  return out;
+}
+
+// The first Python with NumPy: python3 on PATH, else Debian's (a pyenv shim may shadow it).
+std::string python_with_numpy() {
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    int st = 0;
+    run(std::string(py) + " -c 'import numpy' 2>/dev/null", &st);
+    if (st == 0) return py;
+  }
+  return "";
+}
+
+struct Greedy {
+  std::vector<float> logits_last;
+  std::vector<int32_t> tokens;
+};
+
+Greedy latprof_greedy(const std::string& path, const std::vector<int32_t>& prompt, int steps) {
+  OpenedModel om = open_model_file(path);
+  BackendOptions bo;
+  bo.threads = 1;
+  auto b = make_cpu_backend(bo);
+  const ModelConfig& c = om.config;
+  LoadedModel m(c, WeightType::f16, *b, 1, int64_t(prompt.size()), int64_t(prompt.size()) + steps);
+  m.load(*om.weights, {});
+  Profiler prof(*b);
+  Greedy g;
+  std::vector<float> logits(size_t(c.vocab_size));
+  b->copy_to_device(m.tokens, prompt.data(), prompt.size() * 4);
+  int32_t pos = 0;
+  b->copy_to_device(m.pos, &pos, 4);
+  forward(m, prof, 1, int64_t(prompt.size()));
+  b->activations_to_host(logits.data(), m.logits, c.vocab_size);
+  g.logits_last = logits;
+  for (int s = 0; s < steps; ++s) {
+    const auto next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    g.tokens.push_back(next);
+    b->copy_to_device(m.tokens, &next, 4);
+    pos = int32_t(prompt.size()) + s;
+    b->copy_to_device(m.pos, &pos, 4);
+    forward(m, prof, 1, 1);
+    b->activations_to_host(logits.data(), m.logits, c.vocab_size);
+  }
+  return g;
+}
+
+TEST(NumpyReference, LogitsAndGreedyTokensAgree) {
+  const std::string py = python_with_numpy();
+  if (py.empty())
+    GTEST_SKIP() << "python3 with numpy not available (apt-get install python3-numpy)";
+  const TinyLlama model = make_tiny_llama(21);
+  const std::string dir = temp_dir("ref");
+  write_tiny_hf(model, dir + "/hf", "F16");
+  write_file(dir + "/t.gguf", tiny_gguf_bytes(model, 1));
+  const std::vector<int32_t> prompt = {1, 283, 288, 40, 7, 300};
+  constexpr int kSteps = 4;
+  std::string toks;
+  for (int32_t t : prompt) {
+    if (!toks.empty()) toks += ',';
+    toks += std::to_string(t);
+  }
+  int st = 0;
+  const std::string out = run(py + " " LATPROF_TEST_DIR "/reference/llama_ref.py --model " + dir +
+                                  "/hf --tokens " + toks + " --steps " + std::to_string(kSteps),
+                              &st);
+  ASSERT_EQ(st, 0) << out;
+  const auto ref = nlohmann::json::parse(out);
+  const auto want = ref["logits_last"].get<std::vector<double>>();
+  const auto want_greedy = ref["greedy"].get<std::vector<int32_t>>();
+  const auto margins = ref["margins"].get<std::vector<double>>();
+  ASSERT_EQ(int64_t(want.size()), model.vocab());
+
+  for (const std::string& path : {dir + "/hf", dir + "/t.gguf"}) {
+    SCOPED_TRACE(path);
+    const Greedy g = latprof_greedy(path, prompt, kSteps);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      num += (g.logits_last[i] - want[i]) * (g.logits_last[i] - want[i]);
+      den += want[i] * want[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), kTolerance);
+    // Greedy tokens agree while the reference's choice is clear (margin above fp16 noise).
+    for (int s = 0; s < kSteps; ++s) {
+      if (g.tokens[size_t(s)] != want_greedy[size_t(s)]) {
+        EXPECT_LT(margins[size_t(s)], 1e-2) << "step " << s << ": latprof " << g.tokens[size_t(s)]
+                                            << ", reference " << want_greedy[size_t(s)];
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
