@@ -57,6 +57,15 @@ std::string intensity_label(double v) {
   return fmt_fixed(v, d);
 }
 
+// A decade's label: "1 TFLOP/s", "10 GFLOP/s" (no trailing zeros on exact powers of ten).
+std::string decade_label(double v) {
+  std::string s = fmt_rate(v, "FLOP/s");
+  for (const char* z : {".00 ", ".0 "})
+    if (const size_t at = s.find(z); at != std::string::npos)
+      s.erase(at, std::string(z).size() - 1);
+  return s;
+}
+
 const char* stage_color(const std::string& stage) {
   if (stage == "prefill") return "#1f77b4";
   if (stage == "decode") return "#ff7f0e";
@@ -202,8 +211,8 @@ std::string roofline_svg(const RunReport& r, const Ceilings* datasheet) {
       << "</text>\n";
   s << "</g>\n<g class=\"yticks\" text-anchor=\"end\">\n";
   for (double d = a.ylo; d <= a.yhi * 1.0001; d *= 10)
-    s << "<text x=\"" << x0 - 6 << "\" y=\"" << f2(a.py(d) + 4) << "\">"
-      << esc(fmt_rate(d, "FLOP/s")) << "</text>\n";
+    s << "<text x=\"" << x0 - 6 << "\" y=\"" << f2(a.py(d) + 4) << "\">" << esc(decade_label(d))
+      << "</text>\n";
   s << "</g>\n";
   s << "<text x=\"" << f2((x0 + x1) / 2) << "\" y=\"" << kHeight - 20
     << "\" text-anchor=\"middle\">arithmetic intensity (FLOP/byte, cost model)</text>\n";
