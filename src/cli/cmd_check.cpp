@@ -84,9 +84,13 @@ std::string what_would_have_to_change(const Claim& c, const Scenario& s, double 
     const Scenario s8 = with_dtype(s, "int8");
     const double f8 = c.of(floor_times(s8));
     const double f16 = c.of(floor_times(with_dtype(s, "fp16")));
-    if (s.precision.weight_bytes == 2 && c.allows(f8)) {
+    // Weight bytes only matter when they move the floor (memory-bound work).
+    const bool weight_bound = f16 > 0 && (f16 - f8) / f16 > 0.1;
+    if (!weight_bound) {
+      // compute-bound: bytes per weight do not move the floor
+    } else if (s.precision.weight_bytes == 2 && c.allows(f8)) {
       ways.push_back("int8 weights (W8A16: floor " + c.show(f8) + ")");
-    } else if (c.time() && f16 > f8) {
+    } else if (c.time()) {
       // f(b) = f8 + (b - 1)(f16 - f8)
       const double b = 1 + (c.value - f8) / (f16 - f8);
       if (b > 0)
@@ -125,6 +129,18 @@ std::string what_would_have_to_change(const Claim& c, const Scenario& s, double 
                                fit
                          : "a batch of at least " + std::to_string(b) + fit);
     }
+  }
+
+  // 2b. a shorter prompt (prefill and TTFT grow with the input)
+  if (!decode_claim && s.input > 1) {
+    auto too_slow = [&](int64_t n) {
+      Scenario sn = s;
+      sn.input = n;
+      return !c.allows(c.of(floor_times(sn)));
+    };
+    const int64_t first_bad = first_true(1, s.input, too_slow);
+    if (first_bad > 1)
+      ways.push_back("a prompt of at most " + std::to_string(first_bad - 1) + " tokens");
   }
 
   // 3. a smaller model: the largest built-in whose floor allows it
@@ -225,11 +241,16 @@ CommandFn add_check_command(CLI::App& app) {
               fmt_bytes(pr.prefill_cost.bytes()) + " (" + pr.prefill_floor.bound + "-bound)";
       if (!pr.fits) {
         any_impossible = true;
-        std::printf(
-            "impossible: %s: weights + KV cache (%s) do not fit in %s; the largest batch "
-            "that fits is %lld\n",
-            subject.c_str(), fmt_bytes(pr.working_set_bytes).c_str(),
-            fmt_bytes(s.ceilings.memory_bytes).c_str(), (long long)pr.max_batch);
+        if (pr.max_batch > 0)
+          std::printf(
+              "impossible: %s: weights + KV cache (%s) do not fit in %s; the largest "
+              "batch that fits is %lld\n",
+              subject.c_str(), fmt_bytes(pr.working_set_bytes).c_str(),
+              fmt_bytes(s.ceilings.memory_bytes).c_str(), (long long)pr.max_batch);
+        else
+          std::printf("impossible: %s: the weights alone (%s) do not fit in %s\n", subject.c_str(),
+                      fmt_bytes(pr.weight_bytes).c_str(),
+                      fmt_bytes(s.ceilings.memory_bytes).c_str());
         continue;
       }
       if (c.allows(floor)) {
