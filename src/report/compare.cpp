@@ -91,8 +91,10 @@ std::string fmt_value(const std::string& unit, double v) {
 std::string fmt_diff(const std::string& unit, double d, double rel) {
   if (!std::isfinite(d)) return "n/a";
   const char* sign = d > 0 ? "+" : d < 0 ? "-" : "";
-  std::string s = unit == "1" ? sign + fmt_fixed(std::fabs(d) * 100, 2) + " pp"
-                              : sign + fmt_value(unit, std::fabs(d));
+  // Fractions (MFU, MBU): the difference in percentage points, as fmt_pct prints it.
+  std::string pp = fmt_pct(std::fabs(d));
+  pp.pop_back();  // the '%'
+  std::string s = unit == "1" ? sign + pp + " pp" : sign + fmt_value(unit, std::fabs(d));
   if (std::isfinite(rel) && unit != "1")
     s += " (" +
          std::string(rel > 0   ? "+"

@@ -1,6 +1,7 @@
 #include "report/csv.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 namespace latprof {
 
@@ -17,8 +18,11 @@ std::string quote(const std::string& s) {
 }
 
 // Shortest text that reads back as the same double; empty when not finite.
+// Integral values (counts, FLOPs, bytes) without a fractional part.
 std::string number(double v) {
-  return std::isfinite(v) ? nlohmann::json(v).dump() : "";
+  if (!std::isfinite(v)) return "";
+  if (std::fabs(v) < 9e15 && std::floor(v) == v) return std::to_string(int64_t(v));
+  return nlohmann::json(v).dump();
 }
 
 nlohmann::json num(double v) {

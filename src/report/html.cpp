@@ -164,7 +164,7 @@ std::string percentile_row(const char* name, const Percentiles& p) {
 }
 
 std::string row_table(const std::vector<Row>& rows, bool ops) {
-  std::string s = "<table class=\"rows\"><thead><tr>";
+  std::string s = std::string("<table class=\"rows") + (ops ? " ops" : "") + "\"><thead><tr>";
   for (const char* h : {ops ? "stage" : "", ops ? "op" : "stage", "time", "share", "FLOPs", "bytes",
                         "FLOP/B", "bound", "MFU", "MBU", "roofline"})
     if (*h) s += std::string("<th>") + h + "</th>";
@@ -195,7 +195,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 .cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:120px}
 .card .v{font-size:18px;font-weight:600}.card .k{color:#666;font-size:12px}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
-th:first-child,td:first-child{text-align:left}table.rows td:nth-child(-n+2){text-align:left}
+th:first-child,td:first-child{text-align:left}table.ops td:nth-child(2),table.ops th:nth-child(2){text-align:left}
 svg.chart{width:100%;height:auto;font-size:12px}svg text{fill:#333}
 .grid{stroke:#eee}.axis{stroke:#888}.line{stroke:#4e79a7;stroke-width:2}.pt{fill:#4e79a7}.pt.hot{fill:#e15759}
 #readout{color:#444;min-height:1.4em}.check-error{color:#b00}.check-warning{color:#a60}
