@@ -329,8 +329,7 @@ const std::vector<MetricField>& metric_fields() {
        [](const M& m) { return m.decode_tokens_per_s; }},
       {"mfu", "1", "model FLOPs utilization (prefill + decode)", true,
        [](const M& m) { return m.mfu; }},
-      {"mbu", "1", "memory bandwidth utilization (decode)", true,
-       [](const M& m) { return m.mbu; }},
+      {"mbu", "1", "memory bandwidth utilization (decode)", true, [](const M& m) { return m.mbu; }},
   };
   return f;
 }
