@@ -7,6 +7,8 @@
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "model/cost_model.hpp"
+#include "report/compare.hpp"
 #include "report/exports.hpp"
 #include "report/table.hpp"
 #include "runner/runner.hpp"
@@ -26,7 +28,9 @@ CommandFn add_run_command(CLI::App& app) {
                   "Built-in model name, a model config .json, a GGUF "
                   "file or a Hugging Face directory")
       ->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "Weight precision: fp16 or int8 (weight-only, W8A16)")
+  sub->add_option("--dtype", o->dtype,
+                  "Weight precision: fp16 or int8 (weight-only, W8A16); a list such as "
+                  "fp16,int8 runs each in turn and prints their comparison")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
   sub->add_option("--input,-i", o->input, "Prompt tokens per sequence (including BOS)")
@@ -71,10 +75,47 @@ CommandFn add_run_command(CLI::App& app) {
     }
     o->graphs = !*no_graph;
     o->keep_timeline = !ex->trace.empty() || !ex->html.empty();
-    const RunReport r = run_benchmark(*o);
-    std::fputs(format_run_table(r).c_str(), stdout);
-    if (!json_path->empty()) write_file_atomic(*json_path, report_to_json(r).dump(2) + "\n");
-    write_exports(r, *ex);
+    std::vector<std::string> dtypes;
+    {
+      std::stringstream ss(o->dtype);
+      std::string d;
+      while (std::getline(ss, d, ','))
+        if (!d.empty()) dtypes.push_back(d);
+    }
+    if (dtypes.empty())
+      usage_error("--dtype needs a value: fp16, int8 or a list such as fp16,int8");
+    for (const auto& d : dtypes) precision_for(d, 4, 2);  // every dtype is valid before any run
+    if (dtypes.size() == 1) {
+      const RunReport r = run_benchmark(*o);
+      std::fputs(format_run_table(r).c_str(), stdout);
+      if (!json_path->empty()) write_file_atomic(*json_path, report_to_json(r).dump(2) + "\n");
+      write_exports(r, *ex);
+      return 0;
+    }
+    // Several dtypes: one run each in this process, then their comparison. --json FILE.json
+    // writes FILE.<dtype>.json per run and FILE.compare.json; exports are not multiplexed.
+    if (!ex->trace.empty() || !ex->csv.empty() || !ex->jsonl.empty() || !ex->html.empty())
+      usage_error("--trace, --csv, --jsonl and --html take one dtype; run each dtype separately");
+    auto path_for = [&](const std::string& tag) {
+      std::string base = *json_path;
+      if (base.size() > 5 && base.ends_with(".json")) base.resize(base.size() - 5);
+      return base + "." + tag + ".json";
+    };
+    std::vector<RunReport> reports;
+    for (const auto& d : dtypes) {
+      RunOptions one = *o;
+      one.dtype = d;
+      reports.push_back(run_benchmark(one));
+      std::fputs(format_run_table(reports.back()).c_str(), stdout);
+      std::fputs("\n", stdout);
+      if (!json_path->empty())
+        write_file_atomic(path_for(d), report_to_json(reports.back()).dump(2) + "\n");
+    }
+    CompareOptions co;
+    co.labels = dtypes;
+    const Comparison c = compare_reports(reports, co);
+    std::fputs(compare_text(c).c_str(), stdout);
+    if (!json_path->empty()) write_file_atomic(path_for("compare"), compare_json(c).dump(2) + "\n");
     return 0;
   };
 }

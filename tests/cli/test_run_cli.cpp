@@ -105,6 +105,24 @@ TEST(RunCli, PrintsTheBreakdown) {
     EXPECT_NE(r.out.find(k), std::string::npos) << k;
 }
 
+TEST(RunCli, SeveralDtypesRunAndCompare) {
+  const auto dir = cli_test::temp_dir("multi");
+  const auto r =
+      latprof("run --model tiny --quiet --input 16 --output 8 --dtype fp16,int8 --json " +
+              (dir / "m.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"m.fp16.json", "m.int8.json", "m.compare.json"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  const auto a = nlohmann::json::parse(cli_test::slurp((dir / "m.fp16.json").string()));
+  const auto b = nlohmann::json::parse(cli_test::slurp((dir / "m.int8.json").string()));
+  EXPECT_EQ(a["run"]["dtype"], "fp16");
+  EXPECT_EQ(b["run"]["dtype"], "int8");
+  EXPECT_LT(stage(b, "decode")["bytes"].get<double>(), stage(a, "decode")["bytes"].get<double>());
+  EXPECT_NE(r.out.find("int8"), std::string::npos);
+  const auto bad = latprof("run --model tiny --quiet --input 8 --output 4 --dtype fp16,fp7");
+  EXPECT_EQ(bad.code, 2);
+}
+
 struct BadCase {
   const char* args;
   const char* expect;  // a word the message must contain
