@@ -337,3 +337,28 @@ TEST(Plot, SvgIsWellFormedWithOnePointPerOp) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << "the SVG is not well-formed XML";
   std::filesystem::remove(path);
 }
+
+TEST(Hardware, ASavedCpuFileRoundTrips) {
+  // what `latprof hw --save` writes for a CPU: no bf16/fp8 rate, no interconnect (null)
+  HardwareSpec h;
+  h.name = "measured-cpu";
+  h.description = "test CPU";
+  h.kind = "cpu";
+  h.source = "measured by latprof hw";
+  h.fp16_tensor_flops_per_s = 4e11;
+  h.fp32_flops_per_s = 4e11;
+  h.int8_tensor_ops_per_s = 8e11;
+  h.mem_bw_bytes_per_s = 3e10;
+  h.memory_bytes = 2.5e10;
+  h.l2_bytes = 3.2e7;
+  const nlohmann::json j = hardware_to_json(h);
+  EXPECT_TRUE(j["interconnect_bytes_per_s"].is_null());
+  EXPECT_TRUE(j["fp8_tensor_flops_per_s"].is_null());
+  const HardwareSpec back = hardware_from_json(j, "saved.json");
+  const Ceilings c = to_ceilings(back);
+  EXPECT_DOUBLE_EQ(c.mem_bw_bytes_per_s, 3e10);
+  EXPECT_DOUBLE_EQ(c.matmul_flops_per_s, 4e11);
+  EXPECT_DOUBLE_EQ(c.int8_ops_per_s, 8e11);
+  EXPECT_DOUBLE_EQ(c.cache_bytes, 3.2e7);
+  EXPECT_THROW(to_ceilings(find_hardware("cpu-local")), UsageError);  // no stored figures
+}
