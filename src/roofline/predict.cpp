@@ -71,8 +71,9 @@ nlohmann::json efficiency_json(const Efficiency& e) {
             {"justification",
              "gpt-fast (pytorch-labs/gpt-fast README) decodes Llama-2-7B in bf16 at 104.9 tokens/s "
              "moving 1,397 GB/s on an A100-80GB (power-limited to 330 W): 68.5% of the 2,039 GB/s "
-             "datasheet peak. Published decode bandwidth utilisation of tuned engines (vLLM, "
-             "TensorRT-LLM) at small batch lies around 70-85%; 0.70 is the measured low end."}}},
+             "datasheet peak. Tuned engines (vLLM, "
+             "TensorRT-LLM) are often reported higher; latprof has no measurement of its own for "
+             "them, so it uses the gpt-fast figure, rounded."}}},
           {"compute",
            {{"value", e.compute},
             {"applies_to", "FLOPs / tensor peak (prefill and large-batch matmuls)"},
