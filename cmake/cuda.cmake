@@ -56,6 +56,10 @@ if(LATPROF_TESTS)
                            DISCOVERY_TIMEOUT 60)
     endforeach()
     # The offline metric-set check compiles the counter code into the test (no device needed).
+    if(TARGET test_gpu_forward)
+      # The whole forward pass runs the runner's code on both backends.
+      target_link_libraries(test_gpu_forward PRIVATE latprof_core)
+    endif()
     if(TARGET test_gpu_counters)
       target_sources(test_gpu_counters PRIVATE ${CMAKE_SOURCE_DIR}/src/backend/cuda/range_counters.cpp
                                                ${CMAKE_SOURCE_DIR}/src/backend/cuda/check.cpp)
