@@ -4,7 +4,7 @@
 # built too; without it latprof builds and runs on the CPU.
 set -euo pipefail
 packages=(build-essential cmake git pkg-config libcli11-dev nlohmann-json3-dev libgtest-dev
-          libgmock-dev libbenchmark-dev clang-format python3 python3-numpy chromium)
+          libgmock-dev libbenchmark-dev clang-format python3 python3-numpy chromium clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
