@@ -53,6 +53,9 @@ CommandFn add_run_command(CLI::App& app) {
   sub->add_flag("--no-graph", *no_graph, "CUDA: launch decode kernels one by one, no CUDA graph");
   sub->add_flag("--counters", o->counters,
                 "CUDA: collect hardware counters (DRAM bytes) in a separate pass");
+  sub->add_flag("--overhead", o->overhead,
+                "Run one more request without NVTX, op events or tracing and report the "
+                "profiler's overhead");
   sub->add_flag("--reprobe", o->reprobe, "Measure the machine's ceilings again (ignore the cache)");
   sub->add_flag("--quiet,-q", o->quiet, "No progress bars on stderr");
   sub->add_option("--json", *json_path, "Write the full report as JSON");

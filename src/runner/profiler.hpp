@@ -32,13 +32,17 @@ class Profiler {
   }
   // Op events can be switched off (e.g. inside a CUDA graph replay, where they are meaningless).
   void set_op_events(bool on) { op_events_ = on; }
+  // Everything off (NVTX, backend range hooks, events): the bare run profiler overhead is
+  // measured against.
+  void set_instrumented(bool on) { instrumented_ = on; }
   bool op_events() const { return op_events_; }
   void clear() { spans_.clear(); }
   const std::vector<Span>& spans() const { return spans_; }
 
   class Scope {
    public:
-    Scope(Profiler& p, Op op, int layer) : p_(p) {
+    Scope(Profiler& p, Op op, int layer) : p_(p), on_(p.instrumented_) {
+      if (!on_) return;
       nvtx_push(op_name(op));
       const uint64_t id = uint64_t(int(p.stage_)) * 64 + uint64_t(int(op));
       p.b_.range_push(op_name(op), id);
@@ -47,6 +51,7 @@ class Profiler {
       }
     }
     ~Scope() {
+      if (!on_) return;
       if (p_.op_events_ && span_.ev_begin >= 0) {
         span_.ev_end = p_.b_.record_event();
         p_.spans_.push_back(span_);
@@ -59,6 +64,7 @@ class Profiler {
 
    private:
     Profiler& p_;
+    bool on_;
     Span span_{Stage::prefill, Op::embed, -1, -1, -1, -1};
   };
   Scope op(Op op, int layer = -1) { return Scope(*this, op, layer); }
@@ -68,6 +74,7 @@ class Profiler {
   Stage stage_ = Stage::prefill;
   int step_ = -1;
   bool op_events_ = true;
+  bool instrumented_ = true;
   std::vector<Span> spans_;
 };
 

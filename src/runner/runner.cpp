@@ -453,7 +453,9 @@ RunReport run_benchmark(const RunOptions& o) {
   }
   const double warmup_ms = ms_since(twu);
 
-  // ---- timed requests ----
+  // ---- timed requests (with activity tracing where the backend has it) ----
+  std::string why_no_trace;
+  const bool tracing = b.enable_tracing(true, &why_no_trace);
   std::vector<RequestTimes> reps;
   Request req(m, *om.tokenizer, prof, o, prompt);
   for (int i = 0; i < o.repeat; ++i) {
@@ -461,6 +463,33 @@ RunReport run_benchmark(const RunOptions& o) {
     if (!o.quiet && Progress::terminal() && o.repeat > 1)
       std::fprintf(stderr, "repeat %d/%d: %s\n", i + 1, o.repeat,
                    fmt_ms(reps.back().e2e_ms).c_str());
+  }
+  if (tracing) {
+    b.enable_tracing(false, nullptr);
+    const std::string pj = b.take_profile_json();
+    if (!pj.empty()) r.profile["trace"] = nlohmann::json::parse(pj);
+  } else if (dev.backend != "cpu") {
+    r.profile["trace"] = {{"available", false}, {"reason", why_no_trace}};
+    r.notes.push_back("activity tracing unavailable: " + why_no_trace);
+  }
+  // Profiler overhead: the same request with no NVTX ranges, op events or tracing.
+  nlohmann::json overhead_json;
+  if (o.overhead) {
+    prof.set_instrumented(false);
+    const RequestTimes bare = req.run(o.output, false, false);
+    prof.set_instrumented(true);
+    std::vector<double> e;
+    for (const auto& rep : reps) e.push_back(rep.e2e_ms);
+    const double with = median(e);
+    overhead_json = {
+        {"instrumented_e2e_ms", with},
+        {"bare_e2e_ms", bare.e2e_ms},
+        {"overhead_fraction", bare.e2e_ms > 0 ? (with - bare.e2e_ms) / bare.e2e_ms : 0.0},
+        {"instrumented",
+         tracing ? "NVTX ranges, per-op events, activity tracing" : "NVTX ranges, per-op events"},
+        {"note",
+         "one bare request against the median instrumented one: within run-to-run "
+         "noise when small"}};
   }
   // With CUDA graphs, decode ops were not timed one by one: one eager request attributes them.
   const bool graph = b.graph_enabled();
@@ -659,6 +688,7 @@ RunReport run_benchmark(const RunOptions& o) {
              {"activation_bytes", fp.activations},
              {"warmup_ms", warmup_ms},
              {"warmup_requests", o.warmup}};
+  if (!overhead_json.is_null()) r.setup["profiler_overhead"] = overhead_json;
   double stage_sum = 0;
   for (const auto& s : r.stages) stage_sum += s.time_ms;
   r.setup["unattributed_ms"] = e2e - stage_sum;

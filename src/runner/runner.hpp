@@ -26,6 +26,7 @@ struct RunOptions {
   bool graphs = true;
   bool counters = false;
   bool reprobe = false;
+  bool overhead = false;       // one more request without instrumentation, to measure its cost
   bool quiet = false;          // no progress bars
   bool keep_timeline = false;  // fill RunReport::timeline (traces)
   std::string prompt;          // real text (from --prompt or --prompt-file)

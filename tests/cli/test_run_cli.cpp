@@ -123,6 +123,14 @@ TEST(RunCli, SeveralDtypesRunAndCompare) {
   EXPECT_EQ(bad.code, 2);
 }
 
+TEST(RunCli, OverheadRunIsReported) {
+  const auto j = run_json("--input 16 --output 8 --overhead", "overhead");
+  const auto& o = j["setup"]["profiler_overhead"];
+  EXPECT_GT(o["bare_e2e_ms"].get<double>(), 0);
+  EXPECT_GT(o["instrumented_e2e_ms"].get<double>(), 0);
+  EXPECT_TRUE(o["overhead_fraction"].is_number());
+}
+
 struct BadCase {
   const char* args;
   const char* expect;  // a word the message must contain
