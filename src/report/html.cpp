@@ -5,35 +5,13 @@
 #include <cstdio>
 
 #include "core/format.hpp"
+#include "core/xml.hpp"
 #include "roofline/plot.hpp"
 
 namespace latprof {
 
 std::string html_escape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&#39;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
+  return xml_escape(s);
 }
 
 namespace {

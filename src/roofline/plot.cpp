@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/format.hpp"
+#include "core/xml.hpp"
 
 namespace latprof {
 
@@ -18,30 +19,7 @@ constexpr double kWidth = 980, kHeight = 640;
 constexpr double kLeft = 90, kRight = 250, kTop = 56, kBottom = 64;
 
 std::string esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&apos;";
-        break;
-      default:
-        // drop control characters, which XML 1.0 forbids
-        if (static_cast<unsigned char>(ch) >= 0x20 || ch == '\n' || ch == '\t') o += ch;
-    }
-  }
-  return o;
+  return xml_escape(s);
 }
 
 std::string f2(double v) {

@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "core/sampling.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace latprof {
@@ -160,7 +161,7 @@ class CpuBackend final : public Backend {
       if (p.temperature <= 0.f) {
         tokens_out[s] = cpu::argmax(row, vocab);
       } else {
-        tokens_out[s] = sample_stochastic(row, vocab, p, step, s);
+        tokens_out[s] = sample_top_k(row, vocab, p.temperature, p.top_k, p.seed, step, s);
       }
     }
   }
@@ -179,36 +180,9 @@ class CpuBackend final : public Backend {
   std::string clock_name() const override { return "steady_clock"; }
 
  private:
-  // Temperature and top-k sampling, seeded by (seed, step, sequence) so it is reproducible.
-  int32_t sample_stochastic(const float* row, int64_t vocab, const SamplingParams& p, int64_t step,
-                            int64_t seq) {
-    const int64_t k = (p.top_k > 0 && p.top_k < vocab) ? p.top_k : vocab;
-    idx_.resize(size_t(vocab));
-    for (int64_t i = 0; i < vocab; ++i) idx_[size_t(i)] = int32_t(i);
-    std::partial_sort(idx_.begin(), idx_.begin() + k, idx_.end(),
-                      [&](int32_t a, int32_t b) { return row[a] > row[b]; });
-    const float mx = row[idx_[0]];
-    probs_.resize(size_t(k));
-    double sum = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      probs_[size_t(i)] = std::exp(double(row[idx_[size_t(i)]] - mx) / p.temperature);
-      sum += probs_[size_t(i)];
-    }
-    std::mt19937_64 gen(p.seed * 0x9e3779b97f4a7c15ull + uint64_t(step) * 1315423911ull +
-                        uint64_t(seq));
-    double r = std::uniform_real_distribution<double>(0, sum)(gen);
-    for (int64_t i = 0; i < k; ++i) {
-      r -= probs_[size_t(i)];
-      if (r <= 0) return idx_[size_t(i)];
-    }
-    return idx_[size_t(k - 1)];
-  }
-
   int threads_ = 1;
   std::vector<std::chrono::steady_clock::time_point> events_;
   std::vector<int32_t> positions_;
-  std::vector<int32_t> idx_;
-  std::vector<double> probs_;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include "core/error.hpp"
 #pragma GCC visibility pop
 #include "core/half.hpp"
+#include "core/sampling.hpp"
 #include "kernels/cuda/kernels.hpp"
 
 namespace latprof::cuda {
@@ -288,7 +289,8 @@ class CudaBackend final : public Backend {
     activations_to_host(row.data(), logits, n_seq * vocab);
     std::vector<int32_t> toks(static_cast<size_t>(n_seq));
     for (int64_t s = 0; s < n_seq; ++s)
-      toks[size_t(s)] = sample_stochastic(row.data() + s * vocab, vocab, p, step, s);
+      toks[size_t(s)] =
+          sample_top_k(row.data() + s * vocab, vocab, p.temperature, p.top_k, p.seed, step, s);
     copy_to_device(tokens_out, toks.data(), toks.size() * sizeof(int32_t));
   }
   void gather_last(const void* x, int64_t n_seq, int64_t n_new, int64_t dim, void* out) override {
@@ -508,31 +510,6 @@ class CudaBackend final : public Backend {
     }
     return dequant_scratch_;
   }
-  // The CPU backend's temperature / top-k sampler (same seeding), on host fp32 logits.
-  int32_t sample_stochastic(const float* row, int64_t vocab, const SamplingParams& p, int64_t step,
-                            int64_t seq) {
-    const int64_t k = (p.top_k > 0 && p.top_k < vocab) ? p.top_k : vocab;
-    std::vector<int32_t> idx(static_cast<size_t>(vocab));
-    for (int64_t i = 0; i < vocab; ++i) idx[size_t(i)] = int32_t(i);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                      [&](int32_t a, int32_t b) { return row[a] > row[b]; });
-    const float mx = row[idx[0]];
-    std::vector<double> probs(static_cast<size_t>(k));
-    double sum = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      probs[size_t(i)] = std::exp(double(row[idx[size_t(i)]] - mx) / p.temperature);
-      sum += probs[size_t(i)];
-    }
-    std::mt19937_64 gen(p.seed * 0x9e3779b97f4a7c15ull + uint64_t(step) * 1315423911ull +
-                        uint64_t(seq));
-    double r = std::uniform_real_distribution<double>(0, sum)(gen);
-    for (int64_t i = 0; i < k; ++i) {
-      r -= probs[size_t(i)];
-      if (r <= 0) return idx[size_t(i)];
-    }
-    return idx[size_t(k - 1)];
-  }
-
   int dev_ = 0;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
