@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <fstream>
 #include <thread>
 
 #include "backend/backend.hpp"
@@ -257,6 +258,14 @@ class Request {
   std::string response_;
 };
 
+// 1-minute load average of the machine (-1 when unknown).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double l = -1;
+  in >> l;
+  return l;
+}
+
 nlohmann::json machine_json(const Backend& b) {
   nlohmann::json j;
   char host[256] = {0};
@@ -380,6 +389,7 @@ RunReport run_benchmark(const RunOptions& o) {
   r.tool = tool_json();
   const auto setup0 = Clock::now();
 
+  const double load_before = load_average();
   // ---- flags that need no model first, then the model, tokenizer and prompt ----
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
@@ -557,6 +567,16 @@ RunReport run_benchmark(const RunOptions& o) {
   r.model_config = model_to_json(cfg);
   r.model_config["weight_bytes"] = fp.weights;
   r.machine = machine_json(b);
+  r.machine["load_average_1min_before"] = load_before;
+  // Other work on the CPU cores makes CPU timings (and the host side of GPU timings) unreliable:
+  // a parallel region waits for its slowest thread, so a thread that loses its core stalls all.
+  if (const unsigned cores = std::thread::hardware_concurrency();
+      load_before >= 0 && cores > 0 && load_before > 0.5 * cores)
+    r.checks.push_back({"warning", "machine.load_average_1min_before",
+                        "the machine was busy before the run (load average " +
+                            fmt_fixed(load_before, 2) + " on " + std::to_string(cores) +
+                            " cores): other processes compete for the cores, so these times "
+                            "are likely slower and noisier than this machine can do"});
 
   // ---- cost model ----
   const OpCosts prefill_ops = forward_cost(cfg, p, o.batch, n_in, 0);
