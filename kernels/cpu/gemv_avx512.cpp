@@ -14,6 +14,8 @@
 namespace latprof::cpu::detail {
 namespace {
 
+constexpr int kPrefetchBytes = 1024;
+
 inline __m512 load_w(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -39,6 +41,13 @@ void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t
   const T* wr = w + r * n;
   int64_t k = 0;
   for (; k + 16 * U <= n; k += 16 * U) {
+    // fp16: software prefetch 1 KB ahead in every row stream, one per 64-byte line (the
+    // hardware prefetcher alone reached ~75% of the read bandwidth with R interleaved streams,
+    // this 91%). int8 is left to the hardware prefetcher: its inner loop is nearly port bound and
+    // the extra prefetches cost more than they gained (80% -> 71% measured).
+    if constexpr (sizeof(T) == 2 && U == 2)
+      for (int i = 0; i < R; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(wr + i * n + k) + kPrefetchBytes, _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
       __m512 xv[M];
