@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when the probe changes so old cached figures are not reused.
-constexpr int kProbeVersion = 1;
+constexpr int kProbeVersion = 2;
 
 double llc_bytes() {
   double best = 0;
