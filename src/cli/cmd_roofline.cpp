@@ -103,7 +103,7 @@ int run_prediction(const RooflineArgs& a) {
   print_times("expected:", p.expected);
   std::printf(
       "  expected assumes %s of peak bandwidth and %s of peak FLOP/s, %s per decode "
-      "step (justification: --json 'efficiency', README.md, "Efficiency factors of expected")\n",
+      "step (justification: --json 'efficiency', README.md 'Efficiency factors of expected')\n",
       fmt_pct(eff.memory).c_str(), fmt_pct(eff.compute).c_str(),
       fmt_ms(eff.step_overhead_ms).c_str());
 

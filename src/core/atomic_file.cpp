@@ -39,7 +39,10 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   const fs::path p(path);
   fs::path dir = p.parent_path();
   if (dir.empty()) dir = ".";
-  std::string tmpl = (dir / ("." + p.filename().string() + ".tmp.XXXXXX")).string();
+  std::string name = ".";
+  name += p.filename().string();
+  name += ".tmp.XXXXXX";
+  std::string tmpl = (dir / name).string();
   const int fd = mkstemp(tmpl.data());
   if (fd < 0) usage_error("cannot write " + path + ": " + std::strerror(errno));
   size_t done = 0;
