@@ -298,6 +298,45 @@ TEST(Physics, CacheResidentWorkingSetSaysTheMemoryRoofDoesNotApply) {
   EXPECT_EQ(count(r2, "error"), 2);
 }
 
+// A prefill residual add of a 7B model moves 1.57 GB in 64 calls of 25 MB each: on a CPU whose
+// L3 holds one call's activations they come from cache, so beating the DRAM floor is no error.
+TEST(Physics, ActivationsThatFitInCacheAreNotHeldToTheDramRoof) {
+  Ceilings c;
+  c.device = "test CPU";
+  c.mem_bw_bytes_per_s = 31.7e9;
+  c.matmul_flops_per_s = c.vector_flops_per_s = 444e9;
+  c.cache_bytes = 503e6;
+  auto make = [&](double cache) {
+    RunReport r;
+    const ModelConfig m = find_model("llama-2-7b");
+    r.model_config = model_to_json(m);
+    r.run.model = "llama-2-7b";
+    r.run.dtype = "fp16";
+    r.run.input_tokens = 500;
+    r.run.output_tokens = 2;
+    r.ceilings = c;
+    r.ceilings.cache_bytes = cache;
+    const Precision p = precision_for("fp16", 4, 2);
+    Row row;
+    row.stage = "prefill";
+    row.name = "residual";
+    row.calls = 64;
+    row.cost = forward_cost(m, p, 1, 500, 0)[int(Op::residual)];
+    row.floor_ms = roofline_point(row.cost, c.vector_flops_per_s, c.mem_bw_bytes_per_s).floor_ms;
+    row.time_ms = 0.6 * row.floor_ms;
+    r.ops.push_back(row);
+    add_physics_checks(r);
+    return r;
+  };
+  const RunReport cached = make(503e6);
+  EXPECT_EQ(count(cached, "error"), 0);
+  bool said = false;
+  for (const auto& k : cached.checks)
+    said |= k.level == "info" && k.message.find("prefill.residual") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_EQ(count(make(1e6), "error"), 1);  // a 1 MB cache cannot hold 25 MB per call
+}
+
 TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
   RunReport r = report_for("llama-2-7b", to_ceilings(find_hardware("a100-80gb-sxm")), 2);
   r.metrics.mfu = 1.7;
