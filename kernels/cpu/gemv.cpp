@@ -63,10 +63,26 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
   const int64_t chunk =
       std::max<int64_t>(4, (int64_t(256) << 10) / std::max<int64_t>(row_bytes, 1) / 4 * 4);
   const int64_t n_chunks = (w.n_out + chunk - 1) / chunk;
+  // INT8 weights on AVX512-VNNI: int16 activations and vpdpwssd (see gemv_vnni_avx512.cpp).
+  static const bool vnni512 = __builtin_cpu_supports("avx512vnni");
+  const bool use_vnni = w.type == WType::i8 && active_isa() == Isa::avx512 && vnni512;
+  thread_local std::vector<int16_t> xq;
+  float xs[kMaxM];
+  const int64_t ldx = (w.n_in + 31) / 32 * 32;
   for (int64_t i0 = 0; i0 < m; i0 += kMaxM) {
     const int64_t mm = std::min(kMaxM, m - i0);
     const float* xi = x + i0 * w.n_in;
     float* yi = y + i0 * w.n_out;
+    if (use_vnni) {
+      xq.resize(size_t(mm * ldx));
+      detail::quantize_activations_i16(xi, mm, w.n_in, ldx, xq.data(), xs);
+      const int16_t* q = xq.data();
+#pragma omp parallel for schedule(dynamic, 1) if (n_chunks > 1)
+      for (int64_t c = 0; c < n_chunks; ++c)
+        detail::gemv_rows_i8_vnni(w, q, ldx, xs, mm, yi, c * chunk,
+                                  std::min(w.n_out, (c + 1) * chunk));
+      continue;
+    }
 #pragma omp parallel for schedule(dynamic, 1) if (n_chunks > 1)
     for (int64_t c = 0; c < n_chunks; ++c)
       rows(w, xi, mm, yi, c * chunk, std::min(w.n_out, (c + 1) * chunk));

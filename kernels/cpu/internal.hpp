@@ -13,6 +13,12 @@ namespace latprof::cpu::detail {
 void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
 void gemv_rows_avx2(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
 void gemv_rows_avx512(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
+// INT8 weights with AVX512-VNNI (gemv_vnni_avx512.cpp): activations quantised once per call to
+// int16 rows of stride ldx (a multiple of 32, zero-padded) with one scale per row.
+void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
+                              float* xs);
+void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
+                       float* y, int64_t r0, int64_t r1);
 
 // Whole blocked GEMM, all threads.
 void gemm_avx512(const Weight& w, const float* x, int64_t m, float* y);

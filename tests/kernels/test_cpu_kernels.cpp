@@ -155,6 +155,22 @@ void check_linear(const LinearCase& c, int64_t m, uint32_t seed) {
       ref[size_t(i * c.n_out + o)] = s;
       mag[size_t(i * c.n_out + o)] = a;
     }
+  if (c.type == WType::i8) {
+    // The AVX512-VNNI path quantises each activation row to int16 (step max|x| / 32767): each
+    // product may be off by |w| * step / 2, so the bound grows by step / 2 * sum|w|. Added to the
+    // magnitude in units of the 1e-5 relative tolerance used below; a dropped term is still far
+    // outside it.
+    for (int64_t i = 0; i < m; ++i) {
+      double mx = 0;
+      for (int64_t k = 0; k < c.n_in; ++k)
+        mx = std::max(mx, double(std::fabs(x[size_t(i * c.n_in + k)])));
+      for (int64_t o = 0; o < c.n_out; ++o) {
+        double sw = 0;
+        for (int64_t k = 0; k < c.n_in; ++k) sw += std::fabs(d.wd[size_t(o * c.n_in + k)]);
+        mag[size_t(i * c.n_out + o)] += 0.5 * mx / 32767.0 * sw / 1e-5;
+      }
+    }
+  }
   const char* names[] = {"gemv", "gemm", "matmul"};
   void (*fns[])(const Weight&, const float*, int64_t, float*) = {gemv, gemm, matmul};
   for (int f = 0; f < 3; ++f) {

@@ -1,0 +1,144 @@
+// INT8-weight GEMV with AVX512-VNNI: y[m, n_out] = x[m, n_in] · Wᵀ.
+//
+// Why: the fp32 path (gemv_avx512.cpp) spends two port-0 uops per 16 int8 weights (vcvtdq2ps
+// and the FMA; 512-bit FP runs on ports 0 and 5 only), which caps two cores at ~80% of the read
+// bandwidth. Here each activation row is quantised once per call to int16 with its own scale
+// (relative rounding 2^-16 of max|x|: far finer than the weights' int8 and than fp16), weights
+// are sign-extended to int16 (vpmovsxbw, port 5) and multiplied-accumulated into int32 with
+// vpdpwssd (port 0): one port-0 uop per 32 weights, so the loop is memory-bound.
+//
+// Overflow: one vpdpwssd lane adds two products of at most 127 * 32767 each; int32 holds 2^31,
+// so lanes are flushed into fp32 accumulators every kFlushSteps = 128 steps (4096 weights), far
+// inside the 258 steps that could overflow.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/internal.hpp"
+
+// GCC 12's own intrinsics headers (_mm512_undefined_ps inside _mm512_cvtepi32_ps) trip
+// -Wmaybe-uninitialized when inlined here; a known false positive of the compiler's headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace latprof::cpu::detail {
+
+namespace {
+
+constexpr int64_t kFlushSteps = 128;
+
+inline __m512i load_w16(const int8_t* p) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512i load_w16(const int8_t* p, __mmask32 k) {
+  return _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(k, p));
+}
+
+// Rows [r, r + R) of W, M activation rows of xq (int16, row stride ldx, zero beyond n).
+template <int M, int R>
+void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const float* xs,
+           const float* ws, float* y, int64_t ldy, int64_t r) {
+  __m512 accf[R][M];
+  __m512i acci[R][M];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j) {
+      accf[i][j] = _mm512_setzero_ps();
+      acci[i][j] = _mm512_setzero_si512();
+    }
+  const int8_t* wr = w + r * n;
+  const int64_t full = n / 32;  // whole 32-weight steps
+  int64_t step = 0;
+  auto flush = [&] {
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < M; ++j) {
+        accf[i][j] = _mm512_add_ps(accf[i][j], _mm512_cvtepi32_ps(acci[i][j]));
+        acci[i][j] = _mm512_setzero_si512();
+      }
+  };
+  while (step < full) {
+    const int64_t end = std::min(full, step + kFlushSteps);
+    for (; step < end; ++step) {
+      const int64_t k = step * 32;
+      // Not port-bound any more, so software prefetch pays as it does for fp16: 1 KB ahead in
+      // every row stream, once per 64-byte line (every other 32-weight step).
+      if ((step & 1) == 0)
+        for (int i = 0; i < R; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(wr + i * n + k) + 1024, _MM_HINT_T0);
+      __m512i xv[M];
+      for (int j = 0; j < M; ++j)
+        xv[j] = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
+      for (int i = 0; i < R; ++i) {
+        const __m512i wv = load_w16(wr + i * n + k);
+        for (int j = 0; j < M; ++j) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv, xv[j]);
+      }
+    }
+    flush();
+  }
+  if (const int64_t k = full * 32; k < n) {  // the last, partial step: masked weights
+    const __mmask32 mask = __mmask32((uint64_t(1) << (n - k)) - 1);
+    __m512i xv[M];
+    for (int j = 0; j < M; ++j)
+      xv[j] = _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + j * ldx + k));
+    for (int i = 0; i < R; ++i) {
+      const __m512i wv = load_w16(wr + i * n + k, mask);
+      for (int j = 0; j < M; ++j) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv, xv[j]);
+    }
+    flush();
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j)
+      y[j * ldy + r + i] = _mm512_reduce_add_ps(accf[i][j]) * ws[r + i] * xs[j];
+}
+
+template <int M>
+void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r0,
+          int64_t r1) {
+  // Accumulators: 2 * R * M zmm; R rows share each activation load.
+  constexpr int R = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  const int8_t* wd = static_cast<const int8_t*>(w.data);
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
+  for (; r < r1; ++r) block<M, 1>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
+}
+
+}  // namespace
+
+void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
+                              float* xs) {
+  for (int64_t j = 0; j < m; ++j) {
+    const float* xj = x + j * n;
+    float mx = 0;
+    for (int64_t k = 0; k < n; ++k) mx = std::max(mx, std::fabs(xj[k]));
+    const float s = mx > 0 ? mx / 32767.0f : 1.0f;
+    const float inv = 1.0f / s;
+    int16_t* q = xq + j * ldx;
+    for (int64_t k = 0; k < n; ++k)
+      q[k] = int16_t(std::clamp(std::lrintf(xj[k] * inv), -32767L, 32767L));
+    for (int64_t k = n; k < ldx; ++k) q[k] = 0;
+    xs[j] = s;
+  }
+}
+
+void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
+                       float* y, int64_t r0, int64_t r1) {
+  switch (m) {
+    case 1:
+      return rows<1>(w, xq, ldx, xs, y, r0, r1);
+    case 2:
+      return rows<2>(w, xq, ldx, xs, y, r0, r1);
+    case 3:
+      return rows<3>(w, xq, ldx, xs, y, r0, r1);
+    case 4:
+      return rows<4>(w, xq, ldx, xs, y, r0, r1);
+    case 5:
+      return rows<5>(w, xq, ldx, xs, y, r0, r1);
+    case 6:
+      return rows<6>(w, xq, ldx, xs, y, r0, r1);
+    case 7:
+      return rows<7>(w, xq, ldx, xs, y, r0, r1);
+    default:
+      return rows<8>(w, xq, ldx, xs, y, r0, r1);
+  }
+}
+
+}  // namespace latprof::cpu::detail
