@@ -148,6 +148,44 @@ void BM_Crossover(benchmark::State& state) {
       2.0 * double(m * n_out * n_in) * double(state.iterations()) / timer.seconds() * 1e-9;
 }
 
+// Decode attention (n_seq 1, 32 heads, hd 128, fp16 KV cache): enough distinct caches of
+// `context` positions are rotated that > 1.1 GB is touched between reuses (the L3 is 480 MB), so
+// K and V come from DRAM. bytes_per_second counts the K+V bytes read. args: context, n_new
+void BM_AttentionDecode(benchmark::State& state) {
+  const int64_t ctx = state.range(0), n_new = state.range(1);
+  const int n_heads = 32, n_kv = 32, hd = 128;
+  const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
+  const double ceiling = read_bw();
+  const size_t cache_elems = size_t(ctx * kv_dim);
+  const double bytes = 2.0 * double(cache_elems) * 2.0;  // K + V, fp16
+  const int copies = int(1.1e9 / bytes) + 1;
+  std::unique_ptr<uint8_t[], FreeDeleter> k(huge_alloc(cache_elems * 2 * size_t(copies))),
+      v(huge_alloc(cache_elems * 2 * size_t(copies)));
+  auto* kc = reinterpret_cast<uint16_t*>(k.get());
+  auto* vc = reinterpret_cast<uint16_t*>(v.get());
+  lc::fill_f16(kc, int64_t(cache_elems) * copies, 31, 1.0f);
+  lc::fill_f16(vc, int64_t(cache_elems) * copies, 32, 1.0f);
+  std::vector<float> q(size_t(n_new * qd)), out(q.size());
+  lc::fill_f32(q.data(), int64_t(q.size()), 7, 0.0f, 1.0f);
+  int next = 0;
+  const WallTimer timer;
+  for (auto _ : state) {
+    const size_t off = size_t(next) * cache_elems;
+    lc::attention(q.data(), kc + off, vc + off, 1, n_new, ctx - n_new, ctx, n_heads, n_kv, hd,
+                  out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+    next = (next + 1) % copies;
+  }
+  const double dt = timer.seconds(), it = double(state.iterations());
+  state.SetBytesProcessed(int64_t(bytes) * state.iterations());
+  state.counters["GBps"] = bytes * it / dt * 1e-9;
+  state.counters["pct_read_bw"] = 100.0 * bytes * it / dt / ceiling;
+  state.counters["us_per_layer"] = dt / it * 1e6;
+  state.counters["copies"] = copies;
+  state.counters["ceiling_GBps"] = ceiling * 1e-9;
+}
+
 void BM_Probe(benchmark::State& state) {
   lc::ProbeResult r;
   for (auto _ : state) {
@@ -195,6 +233,14 @@ BENCHMARK(BM_Gemm)
 BENCHMARK(BM_Crossover)
     ->ArgsProduct({{0, 1}, {0, 1}, {1, 2, 4, 8, 16, 32}})
     ->ArgNames({"gemm", "i8", "m"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_AttentionDecode)
+    ->ArgsProduct({{512, 2048}, {1}})
+    ->Args({600, 1})
+    ->Args({2048, 4})
+    ->ArgNames({"ctx", "n_new"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -86,6 +86,50 @@ void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                float* out) {
   if (n_seq <= 0 || n_new <= 0) return;
   const detail::AttnArgs a{q, k_cache, v_cache, n_new, pos0, ctx_cap, n_heads, n_kv_heads, hd, out};
+  if (active_isa() == Isa::avx512 && n_new <= 4 && hd <= 512) {
+    // Decode: few tokens, so the cost is streaming K and V once. Split the keys of each sequence
+    // into chunks of 64-key blocks (many per thread, for balance), walk each chunk key-major
+    // over whole cache rows, then merge the chunks' online-softmax states.
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (pos0 + n_new + kBlock - 1) / kBlock;
+    const int64_t per_chunk =
+        std::max<int64_t>(1, n_seq * blocks / (16 * int64_t(omp_get_max_threads())));
+    const int64_t nc = (blocks + per_chunk - 1) / per_chunk, ck = per_chunk * kBlock;
+    const int64_t ps = detail::attn_part_stride(hd), rows = n_new * n_heads;
+    thread_local std::vector<float> part;
+    part.resize(size_t(n_seq * nc * rows * ps));
+    float* const pp = part.data();  // (part itself is this thread's: not visible by name below)
+    const int hdp = int(ps - 16);
+#pragma omp parallel
+    {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = 0; u < n_seq * nc; ++u) {
+        const int64_t s = u / nc, c = u % nc;
+        detail::attention_chunk_avx512(a, s, c * ck, std::min(pos0 + n_new, (c + 1) * ck),
+                                       pp + u * rows * ps);
+      }
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < n_seq * rows; ++r) {
+        const int64_t s = r / rows, rr = r % rows;
+        const float* p0 = pp + (s * nc * rows + rr) * ps;
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t c = 0; c < nc; ++c) m = std::max(m, p0[c * rows * ps + hdp]);
+        float o[512], l = 0;
+        float* dst = out + r * hd;
+        std::fill(o, o + hd, 0.0f);
+        for (int64_t c = 0; c < nc; ++c) {
+          const float* pc = p0 + c * rows * ps;
+          const float w = std::exp(pc[hdp] - m);  // 0 for a chunk no key of which is visible
+          if (w == 0) continue;
+          l += w * pc[hdp + 1];
+          for (int d = 0; d < hd; ++d) o[d] += w * pc[d];
+        }
+        const float inv = 1.0f / l;
+        for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
+      }
+    }
+    return;
+  }
   auto* unit =
       active_isa() == Isa::avx512 ? detail::attention_unit_avx512 : detail::attention_unit_scalar;
   // Work units: (sequence, kv head, chunk of query tokens). Decode has one token per unit, so

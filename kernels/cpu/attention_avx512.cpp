@@ -149,4 +149,125 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
   }
 }
 
+// Decode (few query tokens): keys [k0, k1) of sequence s (k0 a multiple of 64) for every token and
+// every head, walking the cache key-major so each key's whole K row and V row (all kv heads,
+// contiguous) stream from DRAM in address order. Per 64-key block the arithmetic of each query row
+// is that of attention_unit_avx512 (same dot-product order, same online-softmax step), so a
+// single-chunk call reproduces it bit for bit. Writes the un-normalised partial state of every
+// (token, head) row to part: o[hdp], then max, then sum, stride attn_part_stride(hd).
+void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part) {
+  constexpr int B = 64, kAhead = 6;  // keys per softmax step; prefetch distance in rows
+  const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
+  const int nv = (hd + 15) / 16, hdp = 16 * nv;
+  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd, nt = a.n_new, ps = attn_part_stride(hd);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const __m512 vscale = _mm512_set1_ps(scale);
+  thread_local std::vector<float> qf, sc, kb;
+  qf.resize(size_t(nt * nh * hdp));
+  sc.resize(size_t(nt * nh * B));
+  kb.resize(size_t(hdp));
+  // Raw pointers: thread_local objects are not re-read (TLS address, vector data) in the loops.
+  float* const qfp = qf.data();
+  float* const scp = sc.data();
+  float* const kbp = kb.data();
+  for (int64_t t = 0; t < nt; ++t)
+    for (int h = 0; h < nh; ++h) {
+      const float* q = a.q + ((s * nt + t) * nh + h) * hd;
+      float* o = part + (t * nh + h) * ps;
+      for (int c = 0; c < nv; ++c) {
+        _mm512_storeu_ps(
+            qfp + ((t * nh + h) * hdp + 16 * c),
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(head_mask(c, nv, hd), q + 16 * c), vscale));
+        _mm512_storeu_ps(o + 16 * c, _mm512_setzero_ps());
+      }
+      o[hdp] = -std::numeric_limits<float>::infinity();
+      o[hdp + 1] = 0;
+    }
+  for (int64_t j0 = k0; j0 < k1; j0 += B) {
+    const int nb_all = int(std::min<int64_t>(B, k1 - j0));
+    // Scores, key-major: one pass over the block's K rows.
+    for (int j = 0; j < nb_all; ++j) {
+      const uint16_t* krow = a.k_cache + (s * a.ctx_cap + j0 + j) * kv_dim;
+      for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+        const uint16_t* src = krow + int64_t(kvh) * hd;
+        if (j + kAhead < nb_all)  // software prefetch: keep DRAM busy while this row computes
+          for (int l = 0; l < hd; l += 32)
+            _mm_prefetch(reinterpret_cast<const char*>(src + kAhead * kv_dim + l), _MM_HINT_T0);
+        for (int c = 0; c < nv; ++c)
+          _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                               head_mask(c, nv, hd), src + 16 * c)));
+        for (int64_t t = 0; t < nt; ++t) {
+          if (j0 + j > a.pos0 + t) continue;  // causal: not visible to token t
+          for (int hh = 0; hh < group; ++hh) {
+            const int h = kvh * group + hh;
+            const float* qh = qfp + ((t * nh + h) * hdp);
+            __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+            int c = 0;
+            for (; c + 2 <= nv; c += 2) {
+              acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kbp + (16 * c)),
+                                     acc0);
+              acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c + 16),
+                                     _mm512_loadu_ps(kbp + (16 * c + 16)), acc1);
+            }
+            if (c < nv)
+              acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kbp + (16 * c)),
+                                     acc0);
+            scp[(t * nh + h) * B + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+          }
+        }
+      }
+    }
+    // Online-softmax step per (token, head), exactly as in attention_unit_avx512.
+    for (int64_t t = 0; t < nt; ++t) {
+      const int nb = int(std::min<int64_t>(nb_all, a.pos0 + t + 1 - j0));
+      if (nb <= 0) continue;
+      for (int h = 0; h < nh; ++h) {
+        float* sh = scp + ((t * nh + h) * B);
+        float* o = part + (t * nh + h) * ps;
+        float block_max = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < nb; ++j) block_max = std::max(block_max, sh[j]);
+        const float new_max = std::max(o[hdp], block_max);
+        const float corr = std::exp(o[hdp] - new_max);
+        o[hdp] = new_max;
+        const __m512 vmax = _mm512_set1_ps(new_max);
+        __m512 psum = _mm512_setzero_ps();
+        for (int j = 0; j < nb; j += 16) {
+          const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
+          const __m512 p = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sh + j), vmax));
+          _mm512_mask_storeu_ps(sh + j, mk, p);
+          psum = _mm512_mask_add_ps(psum, mk, psum, p);
+        }
+        o[hdp + 1] = o[hdp + 1] * corr + _mm512_reduce_add_ps(psum);
+        const __m512 vcorr = _mm512_set1_ps(corr);
+        for (int c = 0; c < nv; ++c)
+          _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vcorr));
+      }
+    }
+    // P·V, key-major: one pass over the block's V rows; each V slice converted once.
+    for (int j = 0; j < nb_all; ++j) {
+      const uint16_t* vrow = a.v_cache + (s * a.ctx_cap + j0 + j) * kv_dim;
+      for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+        const uint16_t* src = vrow + int64_t(kvh) * hd;
+        if (j + kAhead < nb_all)  // software prefetch: keep DRAM busy while this row computes
+          for (int l = 0; l < hd; l += 32)
+            _mm_prefetch(reinterpret_cast<const char*>(src + kAhead * kv_dim + l), _MM_HINT_T0);
+        for (int c = 0; c < nv; ++c)
+          _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                               head_mask(c, nv, hd), src + 16 * c)));
+        for (int64_t t = 0; t < nt; ++t) {
+          if (j0 + j > a.pos0 + t) continue;
+          for (int hh = 0; hh < group; ++hh) {
+            const int h = kvh * group + hh;
+            const __m512 pj = _mm512_set1_ps(scp[(t * nh + h) * B + j]);
+            float* o = part + (t * nh + h) * ps;
+            for (int c = 0; c < nv; ++c)
+              _mm512_storeu_ps(o + 16 * c, _mm512_fmadd_ps(pj, _mm512_loadu_ps(kbp + (16 * c)),
+                                                           _mm512_loadu_ps(o + 16 * c)));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace latprof::cpu::detail

@@ -36,6 +36,13 @@ struct AttnArgs {
 };
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
+// Decode attention split over keys: keys [k0, k1) (k0 a multiple of 64) of sequence s for all
+// n_new tokens and all heads; partial online-softmax state per (token, head) row at
+// part + (t * n_heads + h) * attn_part_stride(hd): o[16 * ceil(hd / 16)], max, sum.
+inline int64_t attn_part_stride(int hd) {
+  return 16 * ((hd + 15) / 16) + 16;
+}
+void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
 
 // fp32 -> fp16 (round to nearest even) and back, n elements, with F16C.
 void f32_to_f16_f16c(const float* src, uint16_t* dst, int64_t n);

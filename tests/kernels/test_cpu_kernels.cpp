@@ -303,6 +303,8 @@ TEST_P(Kernels, AttentionGqaCausal) {
   check_attention({3, 1, 150, 160, 4, 4, 128}, 13);  // decode over several key blocks (MHA)
   check_attention({1, 40, 90, 140, 6, 3, 40}, 14);   // hd not a multiple of 16, 3 token chunks
   check_attention({2, 3, 1, 8, 2, 1, 8}, 15);        // MQA, tiny head
+  check_attention({1, 4, 300, 310, 8, 2, 64}, 16);   // small n_new, GQA, many key chunks
+  check_attention({2, 2, 70, 80, 4, 1, 40}, 17);     // chunk merge, MQA, hd % 16 != 0
 }
 
 TEST_P(Kernels, AttentionPrefillMatchesDecode) {
