@@ -19,7 +19,7 @@ uint64_t fnv1a(const std::string& s) {
 
 class SyntheticWeights final : public WeightSource {
  public:
-  SyntheticWeights(uint64_t seed, int64_t dim) : seed_(seed), dim_(dim) {}
+  explicit SyntheticWeights(uint64_t seed) : seed_(seed) {}
   std::string describe() const override { return "synthetic (seed " + std::to_string(seed_) + ")"; }
   // Uniform in ±sqrt(3 / n_in): unit-variance outputs for unit-variance inputs, so activations
   // stay in a realistic range through all layers.
@@ -36,7 +36,6 @@ class SyntheticWeights final : public WeightSource {
 
  private:
   uint64_t seed_;
-  int64_t dim_;
 };
 
 // Pseudo-word for id: syllables from a consonant-vowel alphabet, unique per id.
@@ -116,8 +115,8 @@ class SyntheticTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<WeightSource> make_synthetic_weights(uint64_t seed, int64_t dim) {
-  return std::make_unique<SyntheticWeights>(seed, dim);
+std::unique_ptr<WeightSource> make_synthetic_weights(uint64_t seed) {
+  return std::make_unique<SyntheticWeights>(seed);
 }
 
 std::unique_ptr<Tokenizer> make_synthetic_tokenizer(int64_t vocab_size) {

@@ -36,6 +36,6 @@ class WeightSource {
 };
 
 // Deterministic synthetic weights: every tensor gets its own RNG stream keyed by (seed, name).
-std::unique_ptr<WeightSource> make_synthetic_weights(uint64_t seed, int64_t dim);
+std::unique_ptr<WeightSource> make_synthetic_weights(uint64_t seed);
 
 }  // namespace latprof

@@ -91,21 +91,11 @@ nlohmann::json jsonl_record(const RunReport& r) {
   auto str = [](const nlohmann::json& j, const char* k) {
     return j.is_object() && j.contains(k) ? j[k] : nlohmann::json();
   };
-  nlohmann::json j = {{"timestamp", r.created_utc},
-                      {"commit", str(r.tool, "git_commit")},
-                      {"dirty", str(r.tool, "git_dirty")},
-                      {"tool_version", str(r.tool, "version")},
-                      {"schema_version", kSchemaVersion},
-                      {"hostname", str(r.machine, "hostname")},
-                      {"model", r.run.model},
-                      {"dtype", r.run.dtype},
-                      {"backend", r.run.backend},
-                      {"device", r.run.device},
-                      {"input_tokens", r.run.input_tokens},
-                      {"output_tokens", r.run.output_tokens},
-                      {"batch", r.run.batch},
-                      {"threads", r.run.threads},
-                      {"repeat", r.run.repeat}};
+  nlohmann::json j = {
+      {"timestamp", r.created_utc},        {"commit", str(r.tool, "git_commit")},
+      {"dirty", str(r.tool, "git_dirty")}, {"tool_version", str(r.tool, "version")},
+      {"schema_version", kSchemaVersion},  {"hostname", str(r.machine, "hostname")}};
+  j.update(run_identity_json(r));
   for (const auto& f : metric_fields()) j[f.name] = num(f.get(r.metrics));
   j["e2e_stddev_ms"] =
       r.metrics.e2e_repeats_ms.count >= 2 ? num(r.metrics.e2e_repeats_ms.stddev) : nlohmann::json();

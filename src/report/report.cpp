@@ -190,6 +190,18 @@ nlohmann::json report_to_json(const RunReport& r) {
   return j;
 }
 
+nlohmann::json run_identity_json(const RunReport& r) {
+  return {{"model", r.run.model},
+          {"dtype", r.run.dtype},
+          {"backend", r.run.backend},
+          {"device", r.run.device},
+          {"input_tokens", r.run.input_tokens},
+          {"output_tokens", r.run.output_tokens},
+          {"batch", r.run.batch},
+          {"threads", r.run.threads},
+          {"repeat", r.run.repeat}};
+}
+
 RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("schema_version") || !j.contains("metrics") ||
       !j.contains("stages"))

@@ -119,6 +119,9 @@ struct RunReport {
 };
 
 nlohmann::json report_to_json(const RunReport& r);
+// The run's identity in one flat object (model, dtype, backend, device, tokens, batch, threads,
+// repeat), shared by the JSON Lines record and the trace metadata.
+nlohmann::json run_identity_json(const RunReport& r);
 // Throws UsageError with `origin` named when the JSON is not a compatible latprof run report.
 RunReport report_from_json(const nlohmann::json& j, const std::string& origin);
 RunReport load_report(const std::string& path);

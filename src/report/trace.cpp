@@ -160,16 +160,9 @@ nlohmann::json trace_json(const RunReport& r) {
       }
     }
   }
-  nlohmann::json other = {{"tool", "latprof"},
-                          {"schema_version", kSchemaVersion},
-                          {"model", r.run.model},
-                          {"dtype", r.run.dtype},
-                          {"backend", r.run.backend},
-                          {"device", r.run.device},
-                          {"input_tokens", r.run.input_tokens},
-                          {"output_tokens", r.run.output_tokens},
-                          {"batch", r.run.batch},
-                          {"created_utc", r.created_utc}};
+  nlohmann::json other = {
+      {"tool", "latprof"}, {"schema_version", kSchemaVersion}, {"created_utc", r.created_utc}};
+  other.update(run_identity_json(r));
   if (r.tool.is_object() && r.tool.contains("git_commit"))
     other["git_commit"] = r.tool["git_commit"];
   if (std::isfinite(r.metrics.e2e_ms)) other["e2e_ms"] = r.metrics.e2e_ms;

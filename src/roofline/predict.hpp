@@ -25,7 +25,8 @@ struct Scenario {
 
 // Efficiency factors for `expected`: each op's time is
 //   max(FLOPs / (peak x compute), bytes / (bandwidth x memory)) + step_overhead_ms per decode step.
-// Defaults and their justification: see efficiency_json() and README.md, "Efficiency factors of expected".
+// Defaults and their justification: see efficiency_json() and README.md, "Efficiency factors of
+// expected".
 struct Efficiency {
   double memory = 0.70;           // achieved / peak memory bandwidth
   double compute = 0.60;          // achieved / peak tensor FLOP/s

@@ -5,12 +5,6 @@
 
 namespace latprof {
 
-namespace {
-double weight_type_bytes(WeightType t) {
-  return t == WeightType::f16 ? 2.0 : 1.0;
-}
-}  // namespace
-
 Footprint LoadedModel::footprint(const ModelConfig& c, WeightType wtype, const Backend& b,
                                  int64_t n_seq, int64_t max_rows_per_seq, int64_t ctx_cap) {
   Precision p =
@@ -22,7 +16,6 @@ Footprint LoadedModel::footprint(const ModelConfig& c, WeightType wtype, const B
   const double per_row = 2.0 * c.dim + 2.0 * c.q_dim() + 2.0 * c.kv_dim() + c.dim + 2.0 * c.ffn_dim;
   f.activations =
       (rows * per_row + double(n_seq) * (c.dim + c.vocab_size)) * b.act_bytes() + rows * 4.0 + 4.0;
-  (void)weight_type_bytes;
   return f;
 }
 
