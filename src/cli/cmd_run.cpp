@@ -39,9 +39,13 @@ CommandFn add_run_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--batch,-b", o->batch, "Sequences run together")->capture_default_str();
   sub->add_option("--threads,-t", o->threads, "CPU threads (0: all cores)")->capture_default_str();
-  sub->add_option("--repeat,-r", o->repeat, "Timed requests (the report gives medians)")
+  sub->add_option("--repeat,-r", o->repeat,
+                  "Timed requests; 0: 3, or 1 when one request takes over 20 s (tables show "
+                  "the median repeat, with the spread)")
       ->capture_default_str();
-  sub->add_option("--warmup", o->warmup, "Untimed short warm-up requests")->capture_default_str();
+  sub->add_option("--warmup", o->warmup,
+                  "Untimed warm-up requests at the timed prompt length, 4 decode steps each")
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the synthetic weights, prompt and sampler")
       ->capture_default_str();
   sub->add_option("--temperature", o->temperature, "0: greedy; > 0: sampling")

@@ -172,6 +172,7 @@ nlohmann::json report_to_json(const RunReport& r) {
   for (const auto& o : r.ops) j["ops"].push_back(row_to_json(o));
   j["setup"] = r.setup;
   j["decode_step_ms"] = r.decode_step_ms;
+  j["token_times_ms"] = r.token_times_ms;
   j["repeat_e2e_ms"] = r.repeat_e2e_ms;
   j["checks"] = nlohmann::json::array();
   for (const auto& c : r.checks)
@@ -264,6 +265,7 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
     for (const auto& o : j.value("ops", nlohmann::json::array())) r.ops.push_back(row_from_json(o));
     r.setup = j.value("setup", nlohmann::json());
     r.decode_step_ms = j.value("decode_step_ms", std::vector<double>{});
+    r.token_times_ms = j.value("token_times_ms", std::vector<double>{});
     r.repeat_e2e_ms = j.value("repeat_e2e_ms", std::vector<double>{});
     for (const auto& c : j.value("checks", nlohmann::json::array()))
       r.checks.push_back({c.value("level", ""), c.value("subject", ""), c.value("message", "")});

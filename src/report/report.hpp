@@ -109,7 +109,11 @@ struct RunReport {
   std::vector<Row> stages;
   std::vector<Row> ops;
   nlohmann::json setup;                // setup stages (weights, kv cache) with times
-  std::vector<double> decode_step_ms;  // per-token decode latencies of the median repeat
+  std::vector<double> decode_step_ms;  // median repeat: forward pass of each decode step (backend
+                                       // clock), the decode-step fit's samples
+  std::vector<double> token_times_ms;  // median repeat: each output token of sequence 0 in host
+                                       // memory and detokenized, ms from request start (host
+                                       // clock); TTFT, TPOT and the ITL samples derive from it
   std::vector<double> repeat_e2e_ms;
   std::vector<Check> checks;
   std::vector<std::string> notes;

@@ -60,6 +60,18 @@ std::string intensity(double v) {
 std::string or_dash(const std::string& s) {
   return s.empty() ? "-" : s;
 }
+// The spread of a row over the repeats: "fastest..slowest".
+std::string range(double lo, double hi) {
+  return fmt_ms(lo) + ".." + fmt_ms(hi);
+}
+// Inserts `cell` after the first `at` cells when the run has a spread to show.
+std::vector<std::string> with(std::vector<std::string> row, size_t at, bool on, std::string cell) {
+  if (on) row.insert(row.begin() + std::ptrdiff_t(at), std::move(cell));
+  return row;
+}
+std::string with(std::string align, size_t at, bool on) {
+  return on ? align.substr(0, at) + 'r' + align.substr(at) : align;
+}
 
 }  // namespace
 
@@ -106,39 +118,47 @@ std::string format_run_table(const RunReport& r) {
   const RunInfo& ri = r.run;
   o << "latprof run: " << ri.model << " " << ri.dtype << " on " << ri.backend << " (" << ri.device
     << "), input " << ri.input_tokens << ", output " << ri.output_tokens << ", batch " << ri.batch
-    << ", " << ri.repeat << " repeat(s)\n";
+    << ", " << ri.repeat << " repeat(s)";
+  const bool spread = ri.repeat > 1;
+  if (spread) o << ": tables show the repeat with the median E2E; range: fastest..slowest repeat";
+  o << "\n";
   o << "ceilings (" << r.ceilings.source << "): memory "
     << fmt_rate(r.ceilings.mem_bw_bytes_per_s, "B/s") << ", compute "
     << fmt_rate(r.ceilings.matmul_flops_per_s, "FLOP/s");
   if (r.ceilings.int8_ops_per_s > 0) o << ", int8 " << fmt_rate(r.ceilings.int8_ops_per_s, "op/s");
   o << "\n\n";
 
-  Table st(
-      {"stage", "time", "share", "FLOPs", "bytes", "FLOP/B", "bound", "MFU", "MBU", "roofline"},
-      "lrrrrrlrrr");
+  Table st(with({"stage", "time", "share", "FLOPs", "bytes", "FLOP/B", "bound", "MFU", "MBU",
+                 "roofline"},
+                2, spread, "range"),
+           with("lrrrrrlrrr", 2, spread));
   for (const auto& s : r.stages) {
     const bool work = s.cost.bytes() > 0;
-    st.add({s.name, fmt_ms(s.time_ms), fmt_pct(s.share), work ? fmt_count(s.cost.flops) : "-",
-            work ? fmt_bytes(s.cost.bytes()) : "-", intensity(s.arithmetic_intensity),
-            or_dash(s.bound), work ? fmt_pct(s.mfu) : "-", work ? fmt_pct(s.mbu) : "-",
-            work ? fmt_pct(s.roofline_fraction) : "-"});
+    st.add(with({s.name, fmt_ms(s.time_ms), fmt_pct(s.share), work ? fmt_count(s.cost.flops) : "-",
+                 work ? fmt_bytes(s.cost.bytes()) : "-", intensity(s.arithmetic_intensity),
+                 or_dash(s.bound), work ? fmt_pct(s.mfu) : "-", work ? fmt_pct(s.mbu) : "-",
+                 work ? fmt_pct(s.roofline_fraction) : "-"},
+                2, spread, range(s.time_min_ms, s.time_max_ms)));
   }
   st.rule();
-  st.add({"end-to-end", fmt_ms(r.metrics.e2e_ms), "100%", "", "", "", "", "", "", ""});
+  st.add(with({"end-to-end", fmt_ms(r.metrics.e2e_ms), "100%", "", "", "", "", "", "", ""}, 2,
+              spread, range(r.metrics.e2e_repeats_ms.min, r.metrics.e2e_repeats_ms.max)));
   o << st.str() << "\n";
 
-  Table ot(
-      {"stage", "op", "time", "share", "FLOPs", "bytes", "FLOP/B", "bound", "achieved", "roofline"},
-      "llrrrrrlrr");
+  Table ot(with({"stage", "op", "time", "share", "FLOPs", "bytes", "FLOP/B", "bound", "achieved",
+                 "roofline"},
+                3, spread, "range"),
+           with("llrrrrrlrr", 3, spread));
   std::string last;
   for (const auto& op : r.ops) {
     if (!last.empty() && op.stage != last) ot.rule();
     last = op.stage;
     const std::string achieved = op.bound == "compute" ? fmt_rate(op.achieved_flops_per_s, "FLOP/s")
                                                        : fmt_rate(op.achieved_bytes_per_s, "B/s");
-    ot.add({op.stage, op.name, fmt_ms(op.time_ms), fmt_pct(op.share), fmt_count(op.cost.flops),
-            fmt_bytes(op.cost.bytes()), intensity(op.arithmetic_intensity), or_dash(op.bound),
-            achieved, fmt_pct(op.roofline_fraction)});
+    ot.add(with({op.stage, op.name, fmt_ms(op.time_ms), fmt_pct(op.share), fmt_count(op.cost.flops),
+                 fmt_bytes(op.cost.bytes()), intensity(op.arithmetic_intensity), or_dash(op.bound),
+                 achieved, fmt_pct(op.roofline_fraction)},
+                3, spread, range(op.time_min_ms, op.time_max_ms)));
   }
   o << ot.str() << "\n";
 

@@ -30,11 +30,15 @@ LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& y)
   return f;
 }
 
-LinearFit fit_decode_steps(const std::vector<double>& step_ms, int64_t first_context) {
+int64_t decode_step_context(int64_t input_tokens, int64_t k) {
+  return input_tokens + 1 + k;
+}
+
+LinearFit fit_decode_steps(const std::vector<double>& step_ms, int64_t input_tokens) {
   std::vector<double> x, y;
   for (size_t k = 0; k < step_ms.size(); ++k) {
     if (!std::isfinite(step_ms[k]) || step_ms[k] <= 0) continue;
-    x.push_back(double(first_context) + double(k));
+    x.push_back(double(decode_step_context(input_tokens, int64_t(k))));
     y.push_back(step_ms[k]);
   }
   return fit_linear(x, y);

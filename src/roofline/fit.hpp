@@ -17,9 +17,14 @@ struct LinearFit {
 
 LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& y);
 
-// step_ms[k] is decode step k, which attends over a context of first_context + k tokens
-// (first_context: the prompt length). Non-finite or non-positive samples are skipped.
-LinearFit fit_decode_steps(const std::vector<double>& step_ms, int64_t first_context);
+// The context a decode step attends over, the one definition the runner and `roofline --from`
+// share: step k (0-based) generates output token k + 1, so it reads the prompt's input_tokens
+// positions, the k tokens generated before it and its own: input_tokens + 1 + k.
+int64_t decode_step_context(int64_t input_tokens, int64_t k);
+
+// Fits step_ms[k] against decode_step_context(input_tokens, k). Non-finite or non-positive
+// samples are skipped.
+LinearFit fit_decode_steps(const std::vector<double>& step_ms, int64_t input_tokens);
 
 // Effective KV-read bandwidth implied by the slope: kv bytes one token adds, over all sequences
 // of the batch, per second of extra step time. 0 when the slope is not positive.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "backend/backend.hpp"
@@ -40,26 +41,66 @@ std::string utc_now() {
   return buf;
 }
 
-double median(std::vector<double> v) {
+// The lower median: a value that was measured (the middle one, or the lower of the two middle
+// ones for an even count), as the median repeat is chosen.
+double lower_median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return v[(v.size() - 1) / 2];
 }
 
-// What one timed request measured.
+// Timed requests when --repeat is 0 (the default), unless one takes longer than kLongRequestMs.
+constexpr int kDefaultRepeat = 3;
+constexpr double kLongRequestMs = 20'000;
+// Decode steps each warm-up request runs after its prefill at the timed prompt length.
+constexpr int64_t kWarmupDecodeTokens = 4;
+
+// Writes every byte of the KV cache once (zeros), so its pages are resident before anything is
+// timed. Returns the bytes written.
+double touch_kv_cache(LoadedModel& m) {
+  Backend& b = m.backend();
+  const std::vector<uint8_t> zeros(size_t(1) << 20, 0);
+  double total = 0;
+  for (KvLayer& l : m.kv) {
+    const size_t bytes =
+        size_t(m.n_seq()) * size_t(l.ctx_cap) * size_t(l.kv_dim) * size_t(b.kv_bytes());
+    for (void* base : {l.k, l.v})
+      for (size_t off = 0; off < bytes; off += zeros.size())
+        b.copy_to_device(static_cast<uint8_t*>(base) + off, zeros.data(),
+                         std::min(zeros.size(), bytes - off));
+    total += 2.0 * double(bytes);
+  }
+  b.synchronize();
+  return total;
+}
+
+// What one request measured. Stage times partition the request's wall-clock time on the host
+// clock (they add up to e2e_ms by construction); device and op times sit beneath as attribution.
 struct RequestTimes {
-  double e2e_ms = 0;                 // wall clock, host, after the final synchronisation
-  double stage_ms[kNumStages] = {};  // per stage
+  double e2e_ms = 0;                 // request start (before tokenize) -> response serialized
+  double stage_ms[kNumStages] = {};  // per stage, host clock (see run())
   double op_ms[kNumStages][kNumOps] = {};
   int64_t op_calls[kNumStages][kNumOps] = {};
-  std::vector<double> step_ms;          // per decode token: forward + sample + detokenize
-  std::vector<double> step_forward_ms;  // forward only
-  double first_token_ms = 0;            // TTFT: tokenize + prefill + sample + detokenize
+  std::vector<double> token_ms;         // each output token in host memory and detokenized,
+                                        // from request start (host clock); [0] is the TTFT
+  std::vector<double> step_forward_ms;  // decode steps: forward pass only (backend clock)
   std::vector<int32_t> prompt_ids;      // sequence 0
   std::vector<int32_t> output_ids;      // sequence 0
   std::string output_text;
   std::vector<TraceEvent> timeline;
+
+  double ttft_ms() const { return token_ms.empty() ? 0 : token_ms.front(); }
+  // Gaps between successive tokens of sequence 0 (ITL samples).
+  std::vector<double> itl_ms() const {
+    std::vector<double> v;
+    for (size_t i = 1; i < token_ms.size(); ++i) v.push_back(token_ms[i] - token_ms[i - 1]);
+    return v;
+  }
+  // (last token - first token) / (tokens - 1); 0 with one token.
+  double tpot_ms() const {
+    return token_ms.size() < 2 ? 0
+                               : (token_ms.back() - token_ms.front()) / double(token_ms.size() - 1);
+  }
 };
 
 class Request {
@@ -69,6 +110,16 @@ class Request {
       : m_(m), tok_(tok), prof_(prof), o_(o), prompt_(prompt_text) {}
 
   // n_out: tokens to generate per sequence; timeline: keep spans as trace events.
+  //
+  // Every per-token time is read on one host clock (steady_clock) at the moment the token is in
+  // host memory and detokenized. The stages partition that clock's time line:
+  //   tokenize   [start, prompt ids ready]
+  //   prefill    [prompt ids ready, first token in host memory] minus its sample
+  //   decode     each step: [previous token detokenized, this token in host memory] minus sample
+  //              (so position upload, launches, token copy-back and synchronisation count here)
+  //   sample     the sampling ops (backend clock)
+  //   detokenize [token in host memory, token detokenized] for every token
+  //   serialize  [last token detokenized, response serialized]
   RequestTimes run(int64_t n_out, bool timeline, bool progress) {
     Backend& b = m_.backend();
     RequestTimes t;
@@ -77,36 +128,35 @@ class Request {
     prof_.clear();
     b.synchronize();
     const auto t_start = Clock::now();
-    const int ev_origin = b.record_event();
+    auto now_ms = [&] { return ms_since(t_start); };
 
     // ---- tokenize (host) ----
     std::vector<int32_t> ids;
     {
       NvtxRange r("tokenize");
-      const auto t0 = Clock::now();
       std::vector<int32_t> all;
       for (int64_t s = 0; s < B; ++s) {
         std::vector<int32_t> seq = tok_.encode(prompt_, true);
         if (s == 0) ids = seq;
         all.insert(all.end(), seq.begin(), seq.end());
       }
-      t.stage_ms[int(Stage::tokenize)] = ms_since(t0);
       const int64_t n_in = int64_t(ids.size());
       if (n_in < 1 || int64_t(all.size()) != n_in * B)
         throw std::logic_error("tokenizer gave an empty or ragged prompt");
       tokens_in_ = n_in;
       host_tokens_ = std::move(all);
     }
+    const double t_tokenized = now_ms();
+    t.stage_ms[int(Stage::tokenize)] = t_tokenized;
     t.prompt_ids = ids;
     const int64_t n_in = tokens_in_;
 
-    // ---- prefill ----
+    // ---- prefill and the first token ----
     std::vector<int32_t> next(static_cast<size_t>(B));
-    int ev_prefill0, ev_prefill1, ev_sample1;
+    int ev_prefill1, ev_sample1;
     {
       NvtxRange r("prefill");
       prof_.set_context(Stage::prefill, -1);
-      ev_prefill0 = b.record_event();
       b.copy_to_device(m_.tokens, host_tokens_.data(), host_tokens_.size() * 4);
       const int32_t pos0 = 0;
       b.copy_to_device(m_.pos, &pos0, 4);
@@ -126,29 +176,28 @@ class Request {
       b.copy_to_host(next.data(), m_.tokens, size_t(B) * 4);
       b.synchronize();
     }
-    t.stage_ms[int(Stage::prefill)] = b.elapsed_ms(ev_prefill0, ev_prefill1);
+    const double t_in_host0 = now_ms();
     const double sample0 = b.elapsed_ms(ev_prefill1, ev_sample1);
+    detokenize(t, next[0]);
+    const double t_first = now_ms();
+    t.token_ms.push_back(t_first);
+    t.stage_ms[int(Stage::prefill)] = t_in_host0 - t_tokenized - sample0;
     t.stage_ms[int(Stage::sample)] += sample0;
-    double detok0;
-    {
-      NvtxRange r("detokenize");
-      const auto t0 = Clock::now();
-      t.output_text += tok_.decode_token(next[0]);
-      detok0 = ms_since(t0);
-    }
-    t.stage_ms[int(Stage::detokenize)] += detok0;
-    t.output_ids.push_back(next[0]);
-    t.first_token_ms = ms_since(t_start);
+    t.stage_ms[int(Stage::detokenize)] += t_first - t_in_host0;
+    anchors_.clear();
+    anchors_[{Stage::prefill, -1}] = {t_in_host0 - sample0, ev_prefill1};
+    anchors_[{Stage::sample, 0}] = {t_in_host0, ev_sample1};
     if (timeline) {
-      push_stage(t, "tokenize", 0, t.stage_ms[int(Stage::tokenize)], -1);
-      push_stage(t, "prefill", b.elapsed_ms(ev_origin, ev_prefill0),
-                 t.stage_ms[int(Stage::prefill)], -1);
-      push_stage(t, "sample", b.elapsed_ms(ev_origin, ev_prefill1), sample0, 0);
+      push_stage(t, "tokenize", 0, t_tokenized, -1);
+      push_stage(t, "prefill", t_tokenized, t.stage_ms[int(Stage::prefill)], -1);
+      push_stage(t, "sample", t_in_host0 - sample0, sample0, 0);
+      push_stage(t, "detokenize", t_in_host0, t_first - t_in_host0, 0);
     }
 
     // ---- decode ----
     const bool graph = b.graph_enabled();
     Progress bar("decode", n_out - 1, progress);
+    double t_prev = t_first;
     for (int64_t k = 1; k < n_out; ++k) {
       NvtxRange r("decode_step");
       const int32_t pos = int32_t(n_in + k - 1);
@@ -169,20 +218,23 @@ class Request {
       const int ev2 = b.record_event();
       b.copy_to_host(next.data(), m_.tokens, size_t(B) * 4);
       b.synchronize();
+      const double t_in_host = now_ms();
       const double fwd = b.elapsed_ms(ev0, ev1), smp = b.elapsed_ms(ev1, ev2);
-      const auto td = Clock::now();
-      t.output_text += tok_.decode_token(next[0]);
-      const double det = ms_since(td);
-      t.output_ids.push_back(next[0]);
-      t.stage_ms[int(Stage::decode)] += fwd;
+      detokenize(t, next[0]);
+      const double t_tok = now_ms();
+      t.token_ms.push_back(t_tok);
+      t.stage_ms[int(Stage::decode)] += t_in_host - t_prev - smp;
       t.stage_ms[int(Stage::sample)] += smp;
-      t.stage_ms[int(Stage::detokenize)] += det;
+      t.stage_ms[int(Stage::detokenize)] += t_tok - t_in_host;
       t.step_forward_ms.push_back(fwd);
-      t.step_ms.push_back(fwd + smp + det);
+      anchors_[{Stage::decode, int(k)}] = {t_in_host - smp, ev1};
+      anchors_[{Stage::sample, int(k)}] = {t_in_host, ev2};
       if (timeline) {
-        push_stage(t, "decode_step", b.elapsed_ms(ev_origin, ev0), fwd, int(k));
-        push_stage(t, "sample", b.elapsed_ms(ev_origin, ev1), smp, int(k));
+        push_stage(t, "decode_step", t_prev, t_in_host - t_prev - smp, int(k));
+        push_stage(t, "sample", t_in_host - smp, smp, int(k));
+        push_stage(t, "detokenize", t_in_host, t_tok - t_in_host, int(k));
       }
+      t_prev = t_tok;
       bar.advance();
     }
     bar.finish();
@@ -190,7 +242,6 @@ class Request {
     // ---- serialize: the response a server would send ----
     {
       NvtxRange r("serialize");
-      const auto t0 = Clock::now();
       nlohmann::json resp = {{"object", "text_completion"},
                              {"model", m_.config().name},
                              {"choices", nlohmann::json::array()}};
@@ -200,30 +251,30 @@ class Request {
                                  {"finish_reason", "length"}});
       resp["usage"] = {{"prompt_tokens", n_in * B}, {"completion_tokens", n_out * B}};
       response_ = resp.dump();
-      t.stage_ms[int(Stage::serialize)] = ms_since(t0);
     }
-    b.synchronize();
-    t.e2e_ms = ms_since(t_start);
+    t.e2e_ms = now_ms();
+    t.stage_ms[int(Stage::serialize)] = t.e2e_ms - t_prev;
+    if (timeline) push_stage(t, "serialize", t_prev, t.stage_ms[int(Stage::serialize)], -1);
 
-    // ---- op spans ----
+    // ---- op spans (backend clock): attribution beneath the stages. On the trace's host time
+    // line an op sits where its stage ends (the anchor) minus the backend time from the op to
+    // that stage's last event: the backend's work lies inside the host interval that waited for
+    // it, so ops nest inside their stage span. ----
     for (const Span& s : prof_.spans()) {
       const double ms = b.elapsed_ms(s.ev_begin, s.ev_end);
       t.op_ms[int(s.stage)][int(s.op)] += ms;
       t.op_calls[int(s.stage)][int(s.op)] += 1;
-      if (timeline) {
+      const auto a = anchors_.find({s.stage, s.step});
+      if (timeline && a != anchors_.end()) {
         TraceEvent e;
         e.name = op_name(s.op);
         e.stage = stage_name(s.stage);
         e.layer = s.layer;
         e.step = s.step;
-        e.start_us = b.elapsed_ms(ev_origin, s.ev_begin) * 1e3;
+        e.start_us = (a->second.host_ms - b.elapsed_ms(s.ev_begin, a->second.event)) * 1e3;
         e.dur_us = ms * 1e3;
         t.timeline.push_back(e);
       }
-    }
-    if (timeline) {
-      const double tail = t.e2e_ms - t.stage_ms[int(Stage::serialize)];
-      push_stage(t, "serialize", tail, t.stage_ms[int(Stage::serialize)], -1);
     }
     return t;
   }
@@ -237,6 +288,12 @@ class Request {
     p.top_k = o_.top_k;
     p.seed = o_.seed;
     return p;
+  }
+  // Appends the text of sequence 0's new token; ids are kept beside the text.
+  void detokenize(RequestTimes& t, int32_t id) {
+    NvtxRange r("detokenize");
+    t.output_text += tok_.decode_token(id);
+    t.output_ids.push_back(id);
   }
   static void push_stage(RequestTimes& t, const char* name, double start_ms, double dur_ms,
                          int step) {
@@ -255,6 +312,13 @@ class Request {
   std::string prompt_;
   std::vector<int32_t> host_tokens_;
   int64_t tokens_in_ = 0;
+  // Per (stage, step): the host time (ms from request start) at which the stage's last backend
+  // event had certainly passed, and that event; places op spans on the host time line.
+  struct Anchor {
+    double host_ms;
+    int event;
+  };
+  std::map<std::pair<Stage, int>, Anchor> anchors_;
   std::string response_;
 };
 
@@ -368,8 +432,10 @@ void validate_run_options(const RunOptions& o, int64_t max_seq_len) {
     usage_error("--output must be at least 1 token (got " + std::to_string(o.output) + ")");
   if (o.batch < 1 || o.batch > 4096)
     usage_error("--batch must be between 1 and 4096 (got " + std::to_string(o.batch) + ")");
-  if (o.repeat < 1 || o.repeat > 1000)
-    usage_error("--repeat must be between 1 and 1000 (got " + std::to_string(o.repeat) + ")");
+  if (o.repeat < 0 || o.repeat > 1000)
+    usage_error(
+        "--repeat must be between 0 (auto: 3, or 1 for a request over 20 s) and 1000 (got " +
+        std::to_string(o.repeat) + ")");
   if (o.warmup < 0 || o.warmup > 100)
     usage_error("--warmup must be between 0 and 100 (got " + std::to_string(o.warmup) + ")");
   if (o.threads < 0 || o.threads > 4096)
@@ -450,39 +516,41 @@ RunReport run_benchmark(const RunOptions& o) {
   const double weights_ms = ms_since(tw0);
   const Footprint fp = LoadedModel::footprint(cfg, wtype, b, o.batch, n_in, ctx_cap);
 
-  // ---- warm-up: short untimed requests that touch every weight and kernel ----
+  // ---- warm-up at the timed shape ----
+  // Every page of the KV cache is written once, then each warm-up request runs the timed prompt
+  // length (its own synthetic prompt, or the user's text) and a few decode steps, so the timed
+  // requests meet no cold code path, kernel variant or page at their shape.
   Profiler prof(b);
   const auto twu = Clock::now();
+  const double kv_touched = touch_kv_cache(m);
+  const int64_t warmup_out = std::min<int64_t>(o.output, kWarmupDecodeTokens);
   {
-    RunOptions wo = o;
     const std::string wprompt =
-        o.prompt.empty() ? om.tokenizer->make_prompt(std::min<int64_t>(n_in, 64), o.seed + 1)
-                         : prompt;
-    Request wreq(m, *om.tokenizer, prof, wo, wprompt);
-    for (int i = 0; i < o.warmup; ++i) wreq.run(std::min<int64_t>(o.output, 4), false, false);
+        o.prompt.empty() ? om.tokenizer->make_prompt(n_in, o.seed + 1) : prompt;
+    Request wreq(m, *om.tokenizer, prof, o, wprompt);
+    for (int i = 0; i < o.warmup; ++i) wreq.run(warmup_out, false, false);
   }
   const double warmup_ms = ms_since(twu);
 
-  // ---- timed requests (with activity tracing where the backend has it) ----
-  std::string why_no_trace;
-  const bool tracing = b.enable_tracing(true, &why_no_trace);
+  // ---- timed requests ----
+  // --repeat 0 (the default): three, unless one request takes longer than kLongRequestMs, then
+  // one (a 7B model on a few CPU cores), so the default command stays a few minutes.
   std::vector<RequestTimes> reps;
   Request req(m, *om.tokenizer, prof, o, prompt);
-  for (int i = 0; i < o.repeat; ++i) {
+  int repeat = o.repeat > 0 ? o.repeat : kDefaultRepeat;
+  for (int i = 0; i < repeat; ++i) {
     reps.push_back(req.run(o.output, o.keep_timeline, !o.quiet));
-    if (!o.quiet && Progress::terminal() && o.repeat > 1)
-      std::fprintf(stderr, "repeat %d/%d: %s\n", i + 1, o.repeat,
-                   fmt_ms(reps.back().e2e_ms).c_str());
+    if (o.repeat == 0 && i == 0 && reps[0].e2e_ms > kLongRequestMs) {
+      repeat = 1;
+      r.notes.push_back("one timed request: it took " + fmt_ms(reps[0].e2e_ms) + " (over " +
+                        fmt_ms(kLongRequestMs) + "), so the default of " +
+                        std::to_string(kDefaultRepeat) +
+                        " repeats was cut to 1; pass --repeat N for a spread");
+    }
+    if (!o.quiet && Progress::terminal() && repeat > 1)
+      std::fprintf(stderr, "repeat %d/%d: %s\n", i + 1, repeat, fmt_ms(reps.back().e2e_ms).c_str());
   }
-  if (tracing) {
-    b.enable_tracing(false, nullptr);
-    const std::string pj = b.take_profile_json();
-    if (!pj.empty()) r.profile["trace"] = nlohmann::json::parse(pj);
-  } else if (dev.backend != "cpu") {
-    r.profile["trace"] = {{"available", false}, {"reason", why_no_trace}};
-    r.notes.push_back("activity tracing unavailable: " + why_no_trace);
-  }
-  // Profiler overhead: the same request with no NVTX ranges, op events or tracing.
+  // Profiler overhead: the same request with no NVTX ranges or op events.
   nlohmann::json overhead_json;
   if (o.overhead) {
     prof.set_instrumented(false);
@@ -490,13 +558,12 @@ RunReport run_benchmark(const RunOptions& o) {
     prof.set_instrumented(true);
     std::vector<double> e;
     for (const auto& rep : reps) e.push_back(rep.e2e_ms);
-    const double with = median(e);
+    const double with = lower_median(e);
     overhead_json = {
         {"instrumented_e2e_ms", with},
         {"bare_e2e_ms", bare.e2e_ms},
         {"overhead_fraction", bare.e2e_ms > 0 ? (with - bare.e2e_ms) / bare.e2e_ms : 0.0},
-        {"instrumented",
-         tracing ? "NVTX ranges, per-op events, activity tracing" : "NVTX ranges, per-op events"},
+        {"instrumented", "NVTX ranges, per-op events"},
         {"note",
          "one bare request against the median instrumented one: within run-to-run "
          "noise when small"}};
@@ -511,12 +578,22 @@ RunReport run_benchmark(const RunOptions& o) {
     r.notes.push_back(
         "decode steps timed as CUDA graph replays; the decode op breakdown comes "
         "from one extra eager request (per-op events cannot be taken inside a "
-        "graph)");
+        "graph), with shares of that request's decode time");
   }
 
-  // ---- optional profile passes (never mixed into the latency figures) ----
+  // ---- profile passes of their own (never mixed into the latency figures) ----
   {
     std::string why;
+    if (b.enable_tracing(true, &why)) {
+      req.run(o.output, false, false);
+      b.enable_tracing(false, nullptr);
+      const std::string pj = b.take_profile_json();
+      if (!pj.empty()) r.profile["trace"] = nlohmann::json::parse(pj);
+      r.notes.push_back("activity trace collected in a separate request; its times are not used");
+    } else if (dev.backend != "cpu") {
+      r.profile["trace"] = {{"available", false}, {"reason", why}};
+      r.notes.push_back("activity tracing unavailable: " + why);
+    }
     if (o.counters) {
       if (b.enable_counters(true, &why)) {
         req.run(o.output, false, false);
@@ -534,12 +611,13 @@ RunReport run_benchmark(const RunOptions& o) {
     }
   }
 
-  // ---- pick the median repeat ----
+  // ---- the median repeat: the one with the median E2E (the lower median for an even count).
+  // Tables, per-token series and headline metrics all come from it, so its rows add up. ----
   std::vector<size_t> order(reps.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t c) { return reps[a].e2e_ms < reps[c].e2e_ms; });
-  const RequestTimes& med = reps[order[order.size() / 2]];
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t c) { return reps[a].e2e_ms < reps[c].e2e_ms; });
+  const RequestTimes& med = reps[order[(order.size() - 1) / 2]];
 
   // ---- run info ----
   RunInfo& ri = r.run;
@@ -553,7 +631,7 @@ RunReport run_benchmark(const RunOptions& o) {
   ri.output_tokens = o.output;
   ri.batch = o.batch;
   ri.threads = threads;
-  ri.repeat = o.repeat;
+  ri.repeat = int(reps.size());
   ri.warmup = o.warmup;
   ri.seed = o.seed;
   ri.temperature = o.temperature;
@@ -585,33 +663,33 @@ RunReport run_benchmark(const RunOptions& o) {
   OpCosts sample_ops{};
   sample_ops[int(Op::sample)] = sample_one * double(o.output);
 
-  // ---- stage rows ----
-  auto stage_times = [&](Stage s) {
-    std::vector<double> v;
-    for (const auto& rep : reps) v.push_back(rep.stage_ms[int(s)]);
-    return v;
-  };
+  // ---- stage rows: the median repeat, with the spread over all repeats ----
   std::vector<double> e2es;
   for (const auto& rep : reps) e2es.push_back(rep.e2e_ms);
-  const double e2e = median(e2es);
+  const double e2e = med.e2e_ms;
+  auto spread = [&](Row& row, auto&& value) {
+    row.time_min_ms = row.time_max_ms = value(med);
+    for (const auto& rep : reps) {
+      row.time_min_ms = std::min(row.time_min_ms, value(rep));
+      row.time_max_ms = std::max(row.time_max_ms, value(rep));
+    }
+  };
   const Stage order_stages[] = {Stage::tokenize, Stage::prefill,    Stage::decode,
                                 Stage::sample,   Stage::detokenize, Stage::serialize};
   for (Stage s : order_stages) {
     Row row;
     row.name = stage_name(s);
-    const auto v = stage_times(s);
-    row.time_ms = median(v);
-    row.time_min_ms = *std::min_element(v.begin(), v.end());
-    row.time_max_ms = *std::max_element(v.begin(), v.end());
+    row.time_ms = med.stage_ms[int(s)];
+    spread(row, [&](const RequestTimes& rt) { return rt.stage_ms[int(s)]; });
     row.share = e2e > 0 ? row.time_ms / e2e : 0;
     const OpCosts* ops = s == Stage::prefill  ? &prefill_ops
                          : s == Stage::decode ? &decode_ops
                          : s == Stage::sample ? &sample_ops
                                               : nullptr;
-    row.calls = s == Stage::decode ? o.output - 1 : s == Stage::sample ? o.output : o.batch;
-    if (s == Stage::prefill) row.calls = 1;
-    if (s == Stage::detokenize) row.calls = o.output;
-    if (s == Stage::serialize) row.calls = 1;
+    row.calls = s == Stage::decode                             ? o.output - 1
+                : s == Stage::sample || s == Stage::detokenize ? o.output
+                                                               : 1;
+    if (s == Stage::tokenize) row.calls = o.batch;
     if (ops) {
       row.cost = total(*ops);
       derive_stage(row, *ops, r.ceilings, p);
@@ -619,30 +697,25 @@ RunReport run_benchmark(const RunOptions& o) {
     r.stages.push_back(row);
   }
 
-  // ---- op rows ----
-  const RequestTimes* op_src_decode = graph ? &attribution : nullptr;
+  // ---- op rows: the same repeat (or, for decode under CUDA graphs, the eager request); each
+  // op's share is of its stage's time in the request it was measured in ----
   for (Stage s : {Stage::prefill, Stage::decode, Stage::sample}) {
     const OpCosts& ops = s == Stage::prefill  ? prefill_ops
                          : s == Stage::decode ? decode_ops
                                               : sample_ops;
-    const double stage_ms = r.stages[s == Stage::prefill ? 1 : s == Stage::decode ? 2 : 3].time_ms;
+    const RequestTimes& src = s == Stage::decode && graph ? attribution : med;
+    const double stage_ms = src.stage_ms[int(s)];
     for (int i = 0; i < kNumOps; ++i) {
-      std::vector<double> v;
-      int64_t calls = 0;
-      if (s == Stage::decode && op_src_decode) {
-        v.push_back(op_src_decode->op_ms[int(s)][i]);
-        calls = op_src_decode->op_calls[int(s)][i];
-      } else {
-        for (const auto& rep : reps) v.push_back(rep.op_ms[int(s)][i]);
-        calls = reps[0].op_calls[int(s)][i];
-      }
+      const int64_t calls = src.op_calls[int(s)][i];
       if (calls == 0) continue;
       Row row;
       row.stage = stage_name(s);
       row.name = op_name(static_cast<Op>(i));
-      row.time_ms = median(v);
-      row.time_min_ms = *std::min_element(v.begin(), v.end());
-      row.time_max_ms = *std::max_element(v.begin(), v.end());
+      row.time_ms = src.op_ms[int(s)][i];
+      if (&src == &med)
+        spread(row, [&](const RequestTimes& rt) { return rt.op_ms[int(s)][i]; });
+      else
+        row.time_min_ms = row.time_max_ms = row.time_ms;
       row.share = stage_ms > 0 ? row.time_ms / stage_ms : 0;
       row.calls = calls;
       row.cost = ops[i];
@@ -651,26 +724,24 @@ RunReport run_benchmark(const RunOptions& o) {
     }
   }
 
-  // ---- metrics ----
+  // ---- metrics: TTFT, TPOT, E2E of the median repeat; ITL over every repeat's tokens ----
   Metrics& mt = r.metrics;
-  std::vector<double> ttfts, all_steps;
+  std::vector<double> all_itl;
   for (const auto& rep : reps) {
-    ttfts.push_back(rep.first_token_ms);
-    all_steps.insert(all_steps.end(), rep.step_ms.begin(), rep.step_ms.end());
+    const std::vector<double> g = rep.itl_ms();
+    all_itl.insert(all_itl.end(), g.begin(), g.end());
   }
-  mt.ttft_ms = median(ttfts);
+  mt.ttft_ms = med.ttft_ms();
+  mt.tpot_ms = med.tpot_ms();
   mt.e2e_ms = e2e;
-  mt.itl_ms = percentiles(all_steps);
-  mt.tpot_ms = all_steps.empty() ? 0 : mt.itl_ms.mean;
+  mt.itl_ms = percentiles(all_itl);
   mt.e2e_repeats_ms = percentiles(e2es);
   const Row& prefill_row = r.stages[1];
   const Row& decode_row = r.stages[2];
   mt.prefill_tokens_per_s =
       prefill_row.time_ms > 0 ? double(o.batch * n_in) / (prefill_row.time_ms / 1e3) : 0;
-  double decode_phase_ms = 0;
-  for (double v : med.step_ms) decode_phase_ms += v;
-  mt.decode_tokens_per_s =
-      decode_phase_ms > 0 ? double(o.batch * (o.output - 1)) / (decode_phase_ms / 1e3) : 0;
+  // Tokens after the first over the time from the first token to the last: batch / TPOT.
+  mt.decode_tokens_per_s = mt.tpot_ms > 0 ? double(o.batch) / (mt.tpot_ms / 1e3) : 0;
   const double compute_ms = prefill_row.time_ms + decode_row.time_ms;
   const double model_flops = prefill_row.cost.model_flops + decode_row.cost.model_flops;
   mt.mfu = compute_ms > 0 && r.ceilings.matmul_flops_per_s > 0
@@ -678,10 +749,11 @@ RunReport run_benchmark(const RunOptions& o) {
                : 0;
   mt.mbu = decode_row.mbu;
   r.decode_step_ms = med.step_forward_ms;
-  // Step time against context: the slope is the cost of one more cached token (KV reads), the
-  // intercept what every step pays (weight streaming + fixed overhead). decode_step_ms[0] is the
-  // step that attends over n_in + 1 positions.
-  if (const LinearFit fit = fit_decode_steps(med.step_forward_ms, n_in + 1); fit.ok) {
+  r.token_times_ms = med.token_ms;
+  // Forward time of each decode step against its context: the slope is the cost of one more
+  // cached token (KV reads), the intercept what every step pays (weight streaming + fixed
+  // overhead).
+  if (const LinearFit fit = fit_decode_steps(med.step_forward_ms, n_in); fit.ok) {
     mt.decode_step_intercept_ms = fit.intercept;
     mt.decode_step_slope_us_per_token = fit.slope * 1e3;
     mt.decode_step_r2 = fit.r2;
@@ -707,7 +779,13 @@ RunReport run_benchmark(const RunOptions& o) {
              {"kv_cache_bytes", fp.kv_cache},
              {"activation_bytes", fp.activations},
              {"warmup_ms", warmup_ms},
-             {"warmup_requests", o.warmup}};
+             {"warmup_requests", o.warmup},
+             {"warmup",
+              {{"requests", o.warmup},
+               {"prompt_tokens", n_in},
+               {"output_tokens", o.warmup > 0 ? warmup_out : 0},
+               {"kv_cache_bytes_touched", kv_touched},
+               {"time_ms", warmup_ms}}}};
   if (!overhead_json.is_null()) r.setup["profiler_overhead"] = overhead_json;
   double stage_sum = 0;
   for (const auto& s : r.stages) stage_sum += s.time_ms;

@@ -18,7 +18,7 @@ struct RunOptions {
   int64_t output = 200;  // generated tokens per sequence
   int64_t batch = 1;
   int threads = 0;  // 0: all cores
-  int repeat = 1;
+  int repeat = 0;  // 0: three, or one when a request takes over 20 s
   int warmup = 1;
   uint64_t seed = 42;
   float temperature = 0.f;

@@ -166,7 +166,8 @@ TEST(Floors, ContextPastTheWindowIsAUsageError) {
 // ---- decode-step fit
 TEST(Fit, RecoversInterceptAndSlope) {
   std::vector<double> steps;
-  for (int k = 0; k < 50; ++k) steps.push_back(5.0 + 0.002 * (100 + k));
+  // Step k attends over 100 prompt tokens + 1 + k.
+  for (int k = 0; k < 50; ++k) steps.push_back(5.0 + 0.002 * (100 + 1 + k));
   const LinearFit f = fit_decode_steps(steps, 100);
   ASSERT_TRUE(f.ok);
   EXPECT_NEAR(f.intercept, 5.0, 1e-9);
