@@ -177,10 +177,19 @@ void add_physics_checks(RunReport& r) {
   if (m.tpot_ms > 0)
     check_consistent(r, "metrics.decode_tokens_per_s", "decode tokens/s", m.decode_tokens_per_s,
                      "batch x 1000 / TPOT", batch * 1e3 / m.tpot_ms);
-  if (!r.decode_step_ms.empty()) {
+  if (const auto& t = r.token_times_ms; t.size() >= 2)
+    check_consistent(r, "metrics.tpot_ms", "TPOT ms", m.tpot_ms,
+                     "(last token - first token) / (tokens - 1) ms",
+                     (t.back() - t.front()) / double(t.size() - 1));
+  // Each token after the first waits for one decode forward pass: TPOT cannot be shorter.
+  if (!r.decode_step_ms.empty() && m.tpot_ms > 0) {
     const double mean = std::accumulate(r.decode_step_ms.begin(), r.decode_step_ms.end(), 0.0) /
                         double(r.decode_step_ms.size());
-    check_consistent(r, "metrics.tpot_ms", "TPOT ms", m.tpot_ms, "mean decode step ms", mean);
+    if (mean > m.tpot_ms * 1.01)
+      r.checks.push_back({"error", "metrics.tpot_ms",
+                          "TPOT " + fmt_ms(m.tpot_ms) +
+                              " is shorter than the mean decode forward pass it contains (" +
+                              fmt_ms(mean) + "); " + kTimingHint});
   }
   for (const Row& s : r.stages) {
     if (s.name == "prefill" && s.time_ms > 0 && r.run.input_tokens > 0)

@@ -353,6 +353,28 @@ TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
   EXPECT_TRUE(tps);
 }
 
+TEST(Physics, TpotAgainstTokenTimesAndTheForwardItContains) {
+  RunReport r = report_for("llama-2-7b", to_ceilings(find_hardware("a100-80gb-sxm")), 2);
+  r.metrics.tpot_ms = 10;
+  r.metrics.decode_tokens_per_s = 100;
+  r.token_times_ms = {50, 60, 70, 80};  // (80 - 50) / 3 = 10 ms: consistent
+  r.decode_step_ms = {9, 9, 9};         // the forward passes fit inside
+  auto errors = [](RunReport x) {
+    add_physics_checks(x);
+    std::string s;
+    for (const auto& c : x.checks)
+      if (c.level == "error") s += c.subject + ": " + c.message + "\n";
+    return s;
+  };
+  EXPECT_EQ(errors(r), "");
+  RunReport spread = r;
+  spread.token_times_ms = {50, 70, 90, 110};  // 20 ms between tokens, not 10
+  EXPECT_NE(errors(spread).find("metrics.tpot_ms"), std::string::npos);
+  RunReport slow_forward = r;
+  slow_forward.decode_step_ms = {12, 12, 12};  // longer than the TPOT that contains them
+  EXPECT_NE(errors(slow_forward).find("shorter than the mean decode forward"), std::string::npos);
+}
+
 // ---- SVG
 TEST(Plot, SvgIsWellFormedWithOnePointPerOp) {
   const Prediction p = predict(scenario("llama-2-7b", "h100-sxm", 128, 16));
