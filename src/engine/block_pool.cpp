@@ -14,6 +14,11 @@ BlockPool::BlockPool(int64_t num_blocks, int64_t block_size) : block_size_(block
   if (num_blocks < 1 || num_blocks > std::numeric_limits<int32_t>::max())
     usage_error("the KV cache must hold between 1 and 2^31-1 blocks (got " +
                 std::to_string(num_blocks) + "); change --kv-cache-memory or --kv-block-size");
+  // KV rows are addressed as int32 slots (block * block_size + offset).
+  if (num_blocks > std::numeric_limits<int32_t>::max() / block_size)
+    usage_error("a KV cache of " + std::to_string(num_blocks) + " blocks of " +
+                std::to_string(block_size) +
+                " tokens exceeds 2^31-1 positions; give it less memory");
   in_use_.assign(size_t(num_blocks), false);
   free_.reserve(size_t(num_blocks));
   // Block 0 on top of the stack: a fresh pool hands out blocks in increasing order.
