@@ -6,6 +6,7 @@
 
 #include "core/format.hpp"
 #include "core/xml.hpp"
+#include "report/report_fields.hpp"
 #include "roofline/plot.hpp"
 
 namespace latprof {
@@ -156,12 +157,33 @@ std::string decode_chart(const RunReport& r) {
   return svg + "</svg>";
 }
 
+// The distribution's fields, in the report's order (report_fields.hpp): header or one row.
+struct DistributionCells {
+  std::string out;
+  bool header = false;
+  template <class T>
+  void operator()(const char* name, const T& v, const fields::Spec&) {
+    if (header)
+      out += std::string("<th>") + (std::string(name) == "count" ? "samples" : name) + "</th>";
+    else if constexpr (std::is_integral_v<T>)
+      out += "<td>" + std::to_string(v) + "</td>";
+    else
+      out += "<td>" + fmt_ms(v) + "</td>";
+  }
+};
+
 std::string percentile_row(const char* name, const Percentiles& p) {
   if (p.count == 0) return "";
-  std::string s = "<tr><th>" + std::string(name) + "</th>";
-  for (double v : {p.mean, p.p50, p.p90, p.p95, p.p99, p.min, p.max, p.stddev})
-    s += "<td>" + fmt_ms(v) + "</td>";
-  return s + "<td>" + std::to_string(p.count) + "</td></tr>";
+  DistributionCells c;
+  fields::describe(c, p);
+  return "<tr><th>" + std::string(name) + "</th>" + c.out + "</tr>";
+}
+
+std::string percentile_header() {
+  DistributionCells c{"", true};
+  const Percentiles none;
+  fields::describe(c, none);
+  return "<thead><tr><th></th>" + c.out + "</tr></thead>";
 }
 
 std::string row_table(const std::vector<Row>& rows, bool ops) {
@@ -256,9 +278,7 @@ std::string report_html(const RunReport& r) {
   h += "<h2>Where the time goes</h2>" + stage_bar(r);
   h += "<h2>Per-token decode latency</h2>" + decode_chart(r) + "<p id=\"readout\"></p>";
 
-  h += "<h2>Percentiles</h2><table id=\"percentiles\"><thead><tr><th></th><th>mean</th><th>p50</th>"
-       "<th>p90</th><th>p95</th><th>p99</th><th>min</th><th>max</th><th>stddev</th><th>samples</th>"
-       "</tr></thead><tbody>";
+  h += "<h2>Percentiles</h2><table id=\"percentiles\">" + percentile_header() + "<tbody>";
   h += percentile_row("inter-token latency", r.metrics.itl_ms);
   h += percentile_row("end-to-end over repeats", r.metrics.e2e_repeats_ms);
   h += "</tbody></table>";

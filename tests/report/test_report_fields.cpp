@@ -12,6 +12,7 @@
 
 #include "cli/cli_util.hpp"
 #include "core/error.hpp"
+#include "report/csv.hpp"
 #include "report/report_fixture.hpp"
 #include "report/report_schema.hpp"
 #include "report/schema_check.hpp"
@@ -115,6 +116,35 @@ TEST(ReportFields, RowAndMetricFieldsAgreeWithTheSchema) {
     ASSERT_TRUE(metrics.contains(from)) << name << " is not a metrics field";
     EXPECT_EQ(metrics[from].value("x-unit", ""), f.unit) << name;
   }
+}
+
+// The backquoted names of README's sentence that starts with `lead`, parenthesised remarks left
+// out.
+std::vector<std::string> readme_names(const std::string& lead, const std::string& stop) {
+  const std::string readme = cli_test::slurp(kSource + "/README.md");
+  const size_t a = readme.find(lead);
+  EXPECT_NE(a, std::string::npos) << lead;
+  if (a == std::string::npos) return {};
+  const size_t b = readme.find(stop, a);
+  std::string text = readme.substr(a + lead.size(), b - a - lead.size());
+  text = std::regex_replace(text, std::regex("\\([^)]*\\)"), "");
+  std::vector<std::string> names;
+  const std::regex tick("`([a-z0-9_]+)`");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), tick); it != std::sregex_iterator();
+       ++it)
+    names.push_back((*it)[1]);
+  return names;
+}
+
+// README's CSV columns and JSON Lines fields are the ones written.
+TEST(ReportFields, ReadmeListsTheCsvAndJsonLinesFields) {
+  EXPECT_EQ(readme_names("Columns: ", "The names"), csv_header());
+  const json rec = jsonl_record(report_test::make_report());
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : rec.items()) keys.push_back(k);
+  std::vector<std::string> listed = readme_names("each run appends one flat JSON object: ", "\n\n");
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, keys);
 }
 
 // Each field the writer writes is read back: a changed value survives read + write.
