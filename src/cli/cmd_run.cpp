@@ -15,8 +15,9 @@
 
 namespace latprof::cli {
 
-CommandFn add_run_command(CLI::App& app) {
+CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
   auto o = std::make_shared<RunOptions>();
+  o->argv = std::move(argv);
   auto json_path = std::make_shared<std::string>();
   auto prompt_file = std::make_shared<std::string>();
   auto ex = std::make_shared<ExportOptions>();
@@ -68,8 +69,6 @@ CommandFn add_run_command(CLI::App& app) {
   sub->add_option("--jsonl", ex->jsonl, "Append one JSON line per run (time series)");
   sub->add_option("--html", ex->html, "Write a self-contained HTML report");
   return [=]() -> int {
-    std::vector<std::string>& argv = o->argv;
-    argv.clear();
     if (!json_path->empty()) check_writable(*json_path, "--json");
     check_export_paths(*ex);
     if (!prompt_file->empty()) {

@@ -3,17 +3,22 @@
 // runs it (after parsing); main() runs the one the user chose. Return value: the exit status.
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace latprof::cli {
 
 using CommandFn = std::function<int()>;
 
-CommandFn add_run_command(CLI::App& app);       // cmd_run.cpp
+// cmd_run.cpp; argv: the whole command line, recorded in the report's run.argv.
+CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv);
+
 CommandFn add_models_command(CLI::App& app);    // cmd_models.cpp
 CommandFn add_hw_command(CLI::App& app);        // cmd_hw.cpp
 CommandFn add_roofline_command(CLI::App& app);  // cmd_roofline.cpp
 CommandFn add_check_command(CLI::App& app);     // cmd_check.cpp
 CommandFn add_plot_command(CLI::App& app);      // cmd_plot.cpp
 CommandFn add_compare_command(CLI::App& app);   // cmd_compare.cpp
+CommandFn add_schema_command(CLI::App& app);    // cmd_schema.cpp
 
 }  // namespace latprof::cli

@@ -1,6 +1,7 @@
 // latprof: a latency profiler and roofline analyzer for LLM inference.
 #include <cstdio>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -16,13 +17,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, cli::CommandFn>> commands;
   auto add = [&](cli::CommandFn fn) { commands.emplace_back(app.get_subcommands({}).back(), fn); };
-  add(cli::add_run_command(app));
+  add(cli::add_run_command(app, std::vector<std::string>(argv, argv + argc)));
   add(cli::add_models_command(app));
   add(cli::add_hw_command(app));
   add(cli::add_roofline_command(app));
   add(cli::add_check_command(app));
   add(cli::add_plot_command(app));
   add(cli::add_compare_command(app));
+  add(cli::add_schema_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -6,6 +6,7 @@
 
 #include "core/format.hpp"
 #include "core/xml.hpp"
+#include "report/report_fields.hpp"
 #include "roofline/plot.hpp"
 
 namespace latprof {
@@ -31,20 +32,31 @@ const char* colour(size_t i) {
   return c[i % (sizeof c / sizeof c[0])];
 }
 
-// Axis ticks at 1, 2 or 5 times a power of ten, about `n` of them over [0, hi].
-std::vector<double> ticks(double hi, int n) {
-  if (!(hi > 0)) return {0};
-  const double raw = hi / n;
+// A linear axis from `lo` to `hi` with ticks at multiples of 1, 2 or 5 times a power of ten,
+// about `n` of them; its range runs from the tick at or below lo to the tick at or above hi, so it
+// always covers [lo, hi].
+struct Axis {
+  double lo = 0, hi = 1;
+  std::vector<double> ticks;
+};
+
+Axis nice_axis(double lo, double hi, int n) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+  if (!(hi > lo)) hi = lo + (lo != 0 ? std::fabs(lo) : 1.0);  // one value: room above it
+  const double raw = (hi - lo) / std::max(1, n);
   const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = p;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * p >= raw) {
+  double step = 10 * p;
+  for (double m : {1.0, 2.0, 5.0})
+    if (m * p >= raw * (1 - 1e-9)) {
       step = m * p;
       break;
     }
-  std::vector<double> t;
-  for (double v = 0; v <= hi * (1 + 1e-9); v += step) t.push_back(v);
-  return t;
+  const double first = std::floor(lo / step + 1e-9), last = std::ceil(hi / step - 1e-9);
+  Axis a;
+  a.lo = first * step;
+  a.hi = last * step;
+  for (double k = first; k <= last + 1e-9; k += 1) a.ticks.push_back(k * step);
+  return a;
 }
 
 std::string tick_label(double v) {
@@ -84,61 +96,94 @@ std::string stage_bar(const RunReport& r) {
   return svg + "</svg>";
 }
 
-// Per-token decode latency (ms) against the decode step.
+// Per-token decode latency (ms) against the decode step. The y axis starts at 0 (or below the
+// smallest value) and ends at the first tick at or above the largest, so every point is inside
+// the plot area; a value that is not a number is left out of the line and the points.
 std::string decode_chart(const RunReport& r) {
   const std::vector<double>& v = r.decode_step_ms;
   if (v.empty()) return "<p class=\"empty\">No decode steps (one output token).</p>";
   const double W = 900, H = 320, L = 70, R = 20, T = 15, B = 45;
   const double pw = W - L - R, ph = H - T - B;
-  double hi = 0;
-  for (double x : v) hi = std::max(hi, std::isfinite(x) ? x : 0);
-  const std::vector<double> yt = ticks(hi > 0 ? hi : 1, 5);
-  const double ymax = yt.back() > 0 ? yt.back() : 1;
+  double lo = 0, hi = 0;
+  size_t shown = 0;
+  for (double x : v)
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      ++shown;
+    }
+  const Axis ya = nice_axis(lo, hi, 5);
   const double n = double(v.size());
   auto px = [&](size_t i) { return L + (n > 1 ? double(i) / (n - 1) : 0.5) * pw; };
-  auto py = [&](double y) { return T + ph - (std::isfinite(y) ? y : 0) / ymax * ph; };
+  auto py = [&](double y) { return T + ph - (y - ya.lo) / (ya.hi - ya.lo) * ph; };
   std::string svg =
       "<svg id=\"decode-chart\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
       "viewBox=\"0 0 " +
       f2(W) + " " + f2(H) +
       "\" role=\"img\" aria-label=\"decode latency per token\" data-points=\"" +
-      std::to_string(v.size()) + "\">";
-  for (double t : yt) {
+      std::to_string(shown) + "\">";
+  svg += "<rect class=\"plot-area\" x=\"" + f2(L) + "\" y=\"" + f2(T) + "\" width=\"" + f2(pw) +
+         "\" height=\"" + f2(ph) + "\" fill=\"none\"/>";
+  for (double t : ya.ticks) {
     svg += "<line class=\"grid\" x1=\"" + f2(L) + "\" x2=\"" + f2(L + pw) + "\" y1=\"" + f2(py(t)) +
-           "\" y2=\"" + f2(py(t)) + "\"/><text class=\"tick\" x=\"" + f2(L - 6) + "\" y=\"" +
-           f2(py(t) + 4) + "\" text-anchor=\"end\">" + tick_label(t) + "</text>";
+           "\" y2=\"" + f2(py(t)) + "\"/><text class=\"tick ytick\" x=\"" + f2(L - 6) + "\" y=\"" +
+           f2(py(t) + 4) + "\" text-anchor=\"end\" data-value=\"" + tick_label(t) + "\">" +
+           tick_label(t) + "</text>";
   }
-  const std::vector<double> xt = ticks(n, std::min<int>(10, int(v.size())));
-  for (double t : xt) {
-    if (t < 1 || t > n) continue;
+  for (double t : nice_axis(1, n, std::min<int>(10, int(v.size()))).ticks) {
+    if (t < 1 || t > n || t != std::floor(t)) continue;
     const double x = px(size_t(t) - 1);
-    svg += "<text class=\"tick\" x=\"" + f2(x) + "\" y=\"" + f2(T + ph + 18) +
+    svg += "<text class=\"tick xtick\" x=\"" + f2(x) + "\" y=\"" + f2(T + ph + 18) +
            "\" text-anchor=\"middle\">" + tick_label(t) + "</text>";
   }
   svg += "<line class=\"axis\" x1=\"" + f2(L) + "\" x2=\"" + f2(L) + "\" y1=\"" + f2(T) +
          "\" y2=\"" + f2(T + ph) + "\"/><line class=\"axis\" x1=\"" + f2(L) + "\" x2=\"" +
-         f2(L + pw) + "\" y1=\"" + f2(T + ph) + "\" y2=\"" + f2(T + ph) + "\"/>";
+         f2(L + pw) + "\" y1=\"" + f2(py(ya.lo)) + "\" y2=\"" + f2(py(ya.lo)) + "\"/>";
   svg += "<text class=\"label\" x=\"" + f2(L + pw / 2) + "\" y=\"" + f2(H - 6) +
          "\" text-anchor=\"middle\">decode step (generated token)</text>";
   svg += "<text class=\"label\" transform=\"rotate(-90)\" x=\"" + f2(-(T + ph / 2)) +
          "\" y=\"16\" text-anchor=\"middle\">forward time per token (ms)</text>";
   std::string pts;
-  for (size_t i = 0; i < v.size(); ++i) pts += f2(px(i)) + "," + f2(py(v[i])) + " ";
-  svg += "<polyline class=\"line\" fill=\"none\" points=\"" + pts + "\"/>";
   for (size_t i = 0; i < v.size(); ++i)
+    if (std::isfinite(v[i])) pts += f2(px(i)) + "," + f2(py(v[i])) + " ";
+  svg += "<polyline class=\"line\" fill=\"none\" points=\"" + pts + "\"/>";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) continue;
     svg += "<circle class=\"pt\" cx=\"" + f2(px(i)) + "\" cy=\"" + f2(py(v[i])) +
            "\" r=\"3\" data-step=\"" + std::to_string(i + 1) + "\" data-ms=\"" +
-           nlohmann::json(std::isfinite(v[i]) ? v[i] : 0.0).dump() + "\"><title>step " +
-           std::to_string(i + 1) + ": " + fmt_ms(v[i]) + "</title></circle>";
+           nlohmann::json(v[i]).dump() + "\"><title>step " + std::to_string(i + 1) + ": " +
+           fmt_ms(v[i]) + "</title></circle>";
+  }
   return svg + "</svg>";
 }
 
+// The distribution's fields, in the report's order (report_fields.hpp): header or one row.
+struct DistributionCells {
+  std::string out;
+  bool header = false;
+  template <class T>
+  void operator()(const char* name, const T& v, const fields::Spec&) {
+    if (header)
+      out += std::string("<th>") + (std::string(name) == "count" ? "samples" : name) + "</th>";
+    else if constexpr (std::is_integral_v<T>)
+      out += "<td>" + std::to_string(v) + "</td>";
+    else
+      out += "<td>" + fmt_ms(v) + "</td>";
+  }
+};
+
 std::string percentile_row(const char* name, const Percentiles& p) {
   if (p.count == 0) return "";
-  std::string s = "<tr><th>" + std::string(name) + "</th>";
-  for (double v : {p.mean, p.p50, p.p90, p.p95, p.p99, p.min, p.max, p.stddev})
-    s += "<td>" + fmt_ms(v) + "</td>";
-  return s + "<td>" + std::to_string(p.count) + "</td></tr>";
+  DistributionCells c;
+  fields::describe(c, p);
+  return "<tr><th>" + std::string(name) + "</th>" + c.out + "</tr>";
+}
+
+std::string percentile_header() {
+  DistributionCells c{"", true};
+  const Percentiles none;
+  fields::describe(c, none);
+  return "<thead><tr><th></th>" + c.out + "</tr></thead>";
 }
 
 std::string row_table(const std::vector<Row>& rows, bool ops) {
@@ -233,9 +278,7 @@ std::string report_html(const RunReport& r) {
   h += "<h2>Where the time goes</h2>" + stage_bar(r);
   h += "<h2>Per-token decode latency</h2>" + decode_chart(r) + "<p id=\"readout\"></p>";
 
-  h += "<h2>Percentiles</h2><table id=\"percentiles\"><thead><tr><th></th><th>mean</th><th>p50</th>"
-       "<th>p90</th><th>p95</th><th>p99</th><th>min</th><th>max</th><th>stddev</th><th>samples</th>"
-       "</tr></thead><tbody>";
+  h += "<h2>Percentiles</h2><table id=\"percentiles\">" + percentile_header() + "<tbody>";
   h += percentile_row("inter-token latency", r.metrics.itl_ms);
   h += percentile_row("end-to-end over repeats", r.metrics.e2e_repeats_ms);
   h += "</tbody></table>";

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "report/report_fields.hpp"
 
 namespace latprof {
 
@@ -35,159 +36,176 @@ Percentiles percentiles(std::vector<double> s) {
 }
 
 namespace {
-// JSON has no NaN or Infinity: write null.
-nlohmann::json num(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+
+using nlohmann::json;
+using namespace fields;
+
+// JSON has no NaN or Infinity: write null (read back as NaN).
+json num(double v) {
+  return std::isfinite(v) ? json(v) : json();
 }
-double get_num(const nlohmann::json& j, const char* k) {
-  if (!j.contains(k) || !j[k].is_number()) return 0;
-  return j[k].get<double>();
+
+template <class T>
+json value_json(const T& v);
+
+// Writes the fields a describe() names into the object `j`.
+struct Writer {
+  json& j;
+  template <class T>
+  void operator()(const char* name, const T& v, const Spec& s) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (v.empty() && (s.flags & kOmitEmpty)) return;
+      j[name] = v.empty() && (s.flags & kNullWhenEmpty) ? json() : json(v);
+    } else {
+      j[name] = value_json(v);
+    }
+  }
+  template <class F>
+  void object(const char* name, const Spec&, F&& body) {
+    Writer w{j[name] = json::object()};
+    body(w);
+  }
+  template <class F>
+  void opaque(const char* name, const json& v, const Spec&, F&&) {
+    j[name] = v;
+  }
+  template <class T>
+  void derived(const char* name, const T& v, const Spec& s) {
+    (*this)(name, v, s);
+  }
+};
+
+template <class T>
+json value_json(const T& v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return num(v);
+  } else if constexpr (is_record_v<T>) {
+    json o = json::object();
+    Writer w{o};
+    describe(w, v);
+    return o;
+  } else if constexpr (requires { v.begin(); } && !std::is_same_v<T, std::string> &&
+                       !std::is_same_v<T, json>) {
+    json a = json::array();
+    for (const auto& x : v) a.push_back(value_json(x));
+    return a;
+  } else {
+    return json(v);
+  }
 }
+
+// Reads the fields a describe() names from the object `j`. A field that is absent keeps its
+// default (older 1.x reports, predictions); null reads as NaN (numbers) or "" (strings); a value
+// of the wrong type is a usage error naming the field.
+struct Reader {
+  const json& j;
+  std::string path;  // "metrics.", "stages[2]."
+  const std::string& origin;
+
+  [[noreturn]] void fail(const std::string& where, const json& x, const char* expected) const {
+    usage_error(origin + ": malformed latprof report: '" + where + "' is " +
+                std::string(x.type_name()) + ", expected " + expected);
+  }
+  const json* find(const char* name) const {
+    return j.is_object() && j.contains(name) ? &j[name] : nullptr;
+  }
+  template <class T>
+  void operator()(const char* name, T& v, const Spec&) {
+    if (const json* x = find(name)) read(*x, v, path + name);
+  }
+  template <class F>
+  void object(const char* name, const Spec&, F&& body) {
+    const json* x = find(name);
+    if (!x) return;
+    if (!x->is_object()) fail(path + name, *x, "an object");
+    Reader sub{*x, path + name + ".", origin};
+    body(sub);
+  }
+  template <class F>
+  void opaque(const char* name, json& v, const Spec&, F&&) {
+    if (const json* x = find(name)) v = *x;
+  }
+  template <class T>
+  void derived(const char*, const T&, const Spec&) {}
+
+  template <class T>
+  void read(const json& x, T& v, const std::string& where) const {
+    if constexpr (std::is_same_v<T, double>) {
+      if (x.is_null())
+        v = std::nan("");
+      else if (x.is_number())
+        v = x.get<double>();
+      else
+        fail(where, x, "a number or null");
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!x.is_boolean()) fail(where, x, "a boolean");
+      v = x.get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      const bool integral =
+          x.is_number_integer() || (x.is_number_float() && std::isfinite(x.get<double>()) &&
+                                    std::floor(x.get<double>()) == x.get<double>());
+      if (!integral || (std::is_unsigned_v<T> && x.get<double>() < 0))
+        fail(where, x, std::is_unsigned_v<T> ? "an unsigned integer" : "an integer");
+      v = x.get<T>();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (x.is_null())
+        v.clear();
+      else if (x.is_string())
+        v = x.get<std::string>();
+      else
+        fail(where, x, "a string");
+    } else if constexpr (std::is_same_v<T, json>) {
+      v = x;
+    } else if constexpr (is_record_v<T>) {
+      if (!x.is_object()) fail(where, x, "an object");
+      Reader sub{x, where + ".", origin};
+      describe(sub, v);
+    } else {  // a vector
+      if (!x.is_array()) fail(where, x, "an array");
+      v.assign(x.size(), {});
+      for (size_t i = 0; i < x.size(); ++i) {
+        typename T::value_type item{};
+        read(x[i], item, where + "[" + std::to_string(i) + "]");
+        v[i] = std::move(item);
+      }
+    }
+  }
+};
+
+// The numeric fields of a row, in order, for row_fields().
+struct RowNumbers {
+  std::vector<RowField>* out = nullptr;  // collect names, units, meanings
+  size_t want = 0;                       // or pick the want-th value
+  double* value = nullptr;
+  size_t at = 0;
+  template <class T>
+  void operator()(const char* name, const T& v, const Spec& s) {
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      if (out) out->push_back({name, s.unit, s.meaning, {}});
+      if (value && at == want) *value = double(v);
+      ++at;
+    }
+  }
+  template <class T>
+  void derived(const char* name, const T& v, const Spec& s) {
+    (*this)(name, v, s);
+  }
+};
+
 }  // namespace
 
 nlohmann::json percentiles_to_json(const Percentiles& p) {
-  return {{"mean", num(p.mean)}, {"p50", num(p.p50)},       {"p90", num(p.p90)},
-          {"p95", num(p.p95)},   {"p99", num(p.p99)},       {"max", num(p.max)},
-          {"min", num(p.min)},   {"stddev", num(p.stddev)}, {"count", p.count}};
-}
-
-static Percentiles percentiles_from_json(const nlohmann::json& j) {
-  Percentiles p;
-  if (!j.is_object()) return p;
-  p.mean = get_num(j, "mean");
-  p.p50 = get_num(j, "p50");
-  p.p90 = get_num(j, "p90");
-  p.p95 = get_num(j, "p95");
-  p.p99 = get_num(j, "p99");
-  p.max = get_num(j, "max");
-  p.min = get_num(j, "min");
-  p.stddev = get_num(j, "stddev");
-  p.count = j.value("count", int64_t(0));
-  return p;
+  return value_json(p);
 }
 
 nlohmann::json row_to_json(const Row& r) {
-  nlohmann::json j = {
-      {"name", r.name},
-      {"time_ms", num(r.time_ms)},
-      {"time_min_ms", num(r.time_min_ms)},
-      {"time_max_ms", num(r.time_max_ms)},
-      {"share", num(r.share)},
-      {"calls", r.calls},
-      {"flops", num(r.cost.flops)},
-      {"model_flops", num(r.cost.model_flops)},
-      {"bytes", num(r.cost.bytes())},
-      {"weight_bytes", num(r.cost.weight_bytes)},
-      {"activation_bytes", num(r.cost.act_bytes)},
-      {"kv_bytes", num(r.cost.kv_bytes)},
-      {"arithmetic_intensity", num(r.arithmetic_intensity)},
-      {"achieved_flops_per_s", num(r.achieved_flops_per_s)},
-      {"achieved_bytes_per_s", num(r.achieved_bytes_per_s)},
-      {"floor_ms", num(r.floor_ms)},
-      {"bound", r.bound.empty() ? nlohmann::json() : nlohmann::json(r.bound)},
-      {"roofline_fraction", num(r.roofline_fraction)},
-      {"mfu", num(r.mfu)},
-      {"mbu", num(r.mbu)},
-  };
-  if (!r.stage.empty()) j["stage"] = r.stage;
-  return j;
-}
-
-static Row row_from_json(const nlohmann::json& j) {
-  Row r;
-  r.name = j.value("name", "");
-  r.stage = j.value("stage", "");
-  r.time_ms = get_num(j, "time_ms");
-  r.time_min_ms = get_num(j, "time_min_ms");
-  r.time_max_ms = get_num(j, "time_max_ms");
-  r.share = get_num(j, "share");
-  r.calls = j.value("calls", int64_t(0));
-  r.cost.flops = get_num(j, "flops");
-  r.cost.model_flops = get_num(j, "model_flops");
-  r.cost.weight_bytes = get_num(j, "weight_bytes");
-  r.cost.act_bytes = get_num(j, "activation_bytes");
-  r.cost.kv_bytes = get_num(j, "kv_bytes");
-  if (r.cost.bytes() == 0) r.cost.act_bytes = get_num(j, "bytes");
-  r.arithmetic_intensity = get_num(j, "arithmetic_intensity");
-  r.achieved_flops_per_s = get_num(j, "achieved_flops_per_s");
-  r.achieved_bytes_per_s = get_num(j, "achieved_bytes_per_s");
-  r.floor_ms = get_num(j, "floor_ms");
-  r.bound = j.contains("bound") && j["bound"].is_string() ? j["bound"].get<std::string>() : "";
-  r.roofline_fraction = get_num(j, "roofline_fraction");
-  r.mfu = get_num(j, "mfu");
-  r.mbu = get_num(j, "mbu");
-  return r;
+  return value_json(r);
 }
 
 nlohmann::json report_to_json(const RunReport& r) {
-  nlohmann::json j;
-  j["schema_version"] = kSchemaVersion;
-  j["tool"] = r.tool;
-  j["created_utc"] = r.created_utc;
-  j["machine"] = r.machine;
-  const RunInfo& ri = r.run;
-  j["run"] = {{"model", ri.model},
-              {"model_source", ri.model_source},
-              {"weights", ri.weights},
-              {"dtype", ri.dtype},
-              {"backend", ri.backend},
-              {"device", ri.device},
-              {"input_tokens", ri.input_tokens},
-              {"output_tokens", ri.output_tokens},
-              {"batch", ri.batch},
-              {"threads", ri.threads},
-              {"repeat", ri.repeat},
-              {"warmup", ri.warmup},
-              {"seed", ri.seed},
-              {"temperature", ri.temperature},
-              {"top_k", ri.top_k},
-              {"graphs", ri.graphs},
-              {"tokenizer", ri.tokenizer},
-              {"prompt_token_ids", ri.prompt_token_ids},
-              {"output_token_ids", ri.output_token_ids},
-              {"output_text", ri.output_text},
-              {"argv", ri.argv}};
-  j["model"] = r.model_config;
-  j["ceilings"] = ceilings_to_json(r.ceilings);
-  j["ceilings"]["info"] = r.ceilings_info;
-  const Metrics& m = r.metrics;
-  j["metrics"] = {{"ttft_ms", num(m.ttft_ms)},
-                  {"tpot_ms", num(m.tpot_ms)},
-                  {"e2e_ms", num(m.e2e_ms)},
-                  {"prefill_tokens_per_s", num(m.prefill_tokens_per_s)},
-                  {"decode_tokens_per_s", num(m.decode_tokens_per_s)},
-                  {"itl_ms", percentiles_to_json(m.itl_ms)},
-                  {"e2e_repeats_ms", percentiles_to_json(m.e2e_repeats_ms)},
-                  {"mfu", num(m.mfu)},
-                  {"mbu", num(m.mbu)},
-                  {"setup_ms", num(m.setup_ms)},
-                  {"decode_step_fit",
-                   {{"intercept_ms", num(m.decode_step_intercept_ms)},
-                    {"slope_us_per_token", num(m.decode_step_slope_us_per_token)},
-                    {"r2", num(m.decode_step_r2)},
-                    {"kv_bytes_per_s", num(m.decode_kv_bytes_per_s)}}}};
-  j["stages"] = nlohmann::json::array();
-  for (const auto& s : r.stages) j["stages"].push_back(row_to_json(s));
-  j["ops"] = nlohmann::json::array();
-  for (const auto& o : r.ops) j["ops"].push_back(row_to_json(o));
-  j["setup"] = r.setup;
-  j["decode_step_ms"] = r.decode_step_ms;
-  j["token_times_ms"] = r.token_times_ms;
-  j["repeat_e2e_ms"] = r.repeat_e2e_ms;
-  j["checks"] = nlohmann::json::array();
-  for (const auto& c : r.checks)
-    j["checks"].push_back({{"level", c.level}, {"subject", c.subject}, {"message", c.message}});
-  j["notes"] = r.notes;
-  j["profile"] = r.profile;
-  j["sources"] = {
-      {"time_ms", "measured"},
-      {"flops", "cost model"},
-      {"bytes", "cost model"},
-      {"ceilings", r.ceilings.source},
-      {"floor_ms", "cost model / ceilings"},
-      {"mfu", "measured time, cost-model model FLOPs"},
-      {"mbu", "measured time, cost-model bytes"},
-  };
+  json j = json::object();
+  Writer w{j};
+  describe(w, r);
   return j;
 }
 
@@ -214,66 +232,11 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
     usage_error(origin + ": report schema version " + ver +
                 " is not supported (this latprof reads " + std::to_string(kSchemaMajor) +
                 ".x); re-run it with this latprof");
+  // The roofs must be usable (positive bandwidth and peak): the roofline's own checks.
+  if (j.contains("ceilings")) (void)ceilings_from_json(j["ceilings"], origin);
   RunReport r;
-  try {
-    r.tool = j.value("tool", nlohmann::json::object());
-    r.machine = j.value("machine", nlohmann::json::object());
-    r.created_utc = j.value("created_utc", "");
-    const auto& ru = j.at("run");
-    r.run.model = ru.value("model", "");
-    r.run.model_source = ru.value("model_source", "");
-    r.run.weights = ru.value("weights", "");
-    r.run.dtype = ru.value("dtype", "");
-    r.run.backend = ru.value("backend", "");
-    r.run.device = ru.value("device", "");
-    r.run.input_tokens = ru.value("input_tokens", int64_t(0));
-    r.run.output_tokens = ru.value("output_tokens", int64_t(0));
-    r.run.batch = ru.value("batch", int64_t(1));
-    r.run.threads = ru.value("threads", 0);
-    r.run.repeat = ru.value("repeat", 1);
-    r.run.warmup = ru.value("warmup", 1);
-    r.run.seed = ru.value("seed", uint64_t(0));
-    r.run.temperature = ru.value("temperature", 0.0);
-    r.run.top_k = ru.value("top_k", 0);
-    r.run.graphs = ru.value("graphs", false);
-    r.run.tokenizer = ru.value("tokenizer", "");
-    r.run.prompt_token_ids = ru.value("prompt_token_ids", std::vector<int32_t>{});
-    r.run.output_token_ids = ru.value("output_token_ids", std::vector<int32_t>{});
-    r.run.output_text = ru.value("output_text", "");
-    r.model_config = j.value("model", nlohmann::json::object());
-    if (j.contains("ceilings")) {
-      r.ceilings = ceilings_from_json(j["ceilings"], origin);
-      r.ceilings_info = j["ceilings"].value("info", nlohmann::json());
-    }
-    const auto& m = j.at("metrics");
-    r.metrics.ttft_ms = get_num(m, "ttft_ms");
-    r.metrics.tpot_ms = get_num(m, "tpot_ms");
-    r.metrics.e2e_ms = get_num(m, "e2e_ms");
-    r.metrics.prefill_tokens_per_s = get_num(m, "prefill_tokens_per_s");
-    r.metrics.decode_tokens_per_s = get_num(m, "decode_tokens_per_s");
-    r.metrics.itl_ms = percentiles_from_json(m.value("itl_ms", nlohmann::json()));
-    r.metrics.e2e_repeats_ms = percentiles_from_json(m.value("e2e_repeats_ms", nlohmann::json()));
-    r.metrics.mfu = get_num(m, "mfu");
-    r.metrics.mbu = get_num(m, "mbu");
-    r.metrics.setup_ms = get_num(m, "setup_ms");
-    if (m.contains("decode_step_fit")) {
-      r.metrics.decode_step_intercept_ms = get_num(m["decode_step_fit"], "intercept_ms");
-      r.metrics.decode_step_slope_us_per_token =
-          get_num(m["decode_step_fit"], "slope_us_per_token");
-    }
-    for (const auto& s : j.at("stages")) r.stages.push_back(row_from_json(s));
-    for (const auto& o : j.value("ops", nlohmann::json::array())) r.ops.push_back(row_from_json(o));
-    r.setup = j.value("setup", nlohmann::json());
-    r.decode_step_ms = j.value("decode_step_ms", std::vector<double>{});
-    r.token_times_ms = j.value("token_times_ms", std::vector<double>{});
-    r.repeat_e2e_ms = j.value("repeat_e2e_ms", std::vector<double>{});
-    for (const auto& c : j.value("checks", nlohmann::json::array()))
-      r.checks.push_back({c.value("level", ""), c.value("subject", ""), c.value("message", "")});
-    r.notes = j.value("notes", std::vector<std::string>{});
-    r.profile = j.value("profile", nlohmann::json());
-  } catch (const nlohmann::json::exception& e) {
-    usage_error(origin + ": malformed latprof report: " + e.what());
-  }
+  Reader rd{j, "", origin};
+  describe(rd, r);
   return r;
 }
 
@@ -290,37 +253,20 @@ RunReport load_report(const std::string& path) {
 }
 
 const std::vector<RowField>& row_fields() {
-  static const std::vector<RowField> f = {
-      {"time_ms", "ms", "median over repeats (measured)", [](const Row& r) { return r.time_ms; }},
-      {"time_min_ms", "ms", "fastest repeat", [](const Row& r) { return r.time_min_ms; }},
-      {"time_max_ms", "ms", "slowest repeat", [](const Row& r) { return r.time_max_ms; }},
-      {"share", "1", "fraction of end-to-end (stages) or of the stage (ops)",
-       [](const Row& r) { return r.share; }},
-      {"calls", "count", "calls per request", [](const Row& r) { return double(r.calls); }},
-      {"flops", "FLOP", "executed FLOPs (cost model)", [](const Row& r) { return r.cost.flops; }},
-      {"model_flops", "FLOP", "MFU-convention FLOPs (cost model)",
-       [](const Row& r) { return r.cost.model_flops; }},
-      {"bytes", "B", "bytes moved: weights + activations + KV cache (cost model)",
-       [](const Row& r) { return r.cost.bytes(); }},
-      {"weight_bytes", "B", "weight bytes read (cost model)",
-       [](const Row& r) { return r.cost.weight_bytes; }},
-      {"activation_bytes", "B", "activation bytes read and written (cost model)",
-       [](const Row& r) { return r.cost.act_bytes; }},
-      {"kv_bytes", "B", "KV-cache bytes read and written (cost model)",
-       [](const Row& r) { return r.cost.kv_bytes; }},
-      {"arithmetic_intensity", "FLOP/B", "flops / bytes",
-       [](const Row& r) { return r.arithmetic_intensity; }},
-      {"achieved_flops_per_s", "FLOP/s", "flops / time",
-       [](const Row& r) { return r.achieved_flops_per_s; }},
-      {"achieved_bytes_per_s", "B/s", "bytes / time",
-       [](const Row& r) { return r.achieved_bytes_per_s; }},
-      {"floor_ms", "ms", "roofline floor: max(flops / compute peak, bytes / bandwidth)",
-       [](const Row& r) { return r.floor_ms; }},
-      {"roofline_fraction", "1", "floor_ms / time_ms",
-       [](const Row& r) { return r.roofline_fraction; }},
-      {"mfu", "1", "model FLOPs / time / compute peak", [](const Row& r) { return r.mfu; }},
-      {"mbu", "1", "bytes / time / memory bandwidth", [](const Row& r) { return r.mbu; }},
-  };
+  static const std::vector<RowField> f = [] {
+    std::vector<RowField> v;
+    RowNumbers names{&v};
+    const Row proto;
+    describe(names, proto);
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k].get = [k](const Row& r) {
+        double x = 0;
+        RowNumbers pick{nullptr, k, &x};
+        describe(pick, r);
+        return x;
+      };
+    return v;
+  }();
   return f;
 }
 

@@ -2,6 +2,7 @@
 // The run report: one structure that every printer (table, JSON, CSV, trace, HTML) formats.
 // Field names here are the JSON names (see README.md, "JSON report"); units are in the names.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,21 +12,25 @@
 
 namespace latprof {
 
-// Major.minor: major changes break readers, minor adds fields.
-inline constexpr const char* kSchemaVersion = "1.0";
+// Major.minor: major changes break readers, minor adds fields. The fields are described once, in
+// report_fields.hpp.
+inline constexpr const char* kSchemaVersion = "1.1";
 inline constexpr int kSchemaMajor = 1;
 
+// The one distribution object of the report (JSON: count, mean, stddev, min, p50, p90, p95, p99,
+// max). Percentiles interpolate linearly between closest ranks, as numpy.percentile's default
+// and vLLM's benchmarks; stddev is the sample standard deviation (n - 1).
 struct Percentiles {
-  double mean = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0, max = 0, min = 0, stddev = 0;
   int64_t count = 0;
+  double mean = 0, stddev = 0, min = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0, max = 0;
 };
-Percentiles percentiles(std::vector<double> samples);  // linear interpolation between ranks
+Percentiles percentiles(std::vector<double> samples);
 
 // A row of the stage or op table. Times are measured; FLOPs and bytes come from the cost model.
 struct Row {
   std::string stage;  // for ops: the stage they ran in ("prefill", "decode", "sample")
   std::string name;
-  double time_ms = 0;               // median over repeats, measured
+  double time_ms = 0;               // in the median-E2E repeat, measured
   double time_min_ms = 0;           // fastest repeat
   double time_max_ms = 0;           // slowest repeat
   double share = 0;                 // of e2e (stages) or of the stage (ops)
@@ -132,13 +137,13 @@ RunReport load_report(const std::string& path);
 nlohmann::json percentiles_to_json(const Percentiles& p);
 nlohmann::json row_to_json(const Row& r);
 
-// The numeric fields of a Row and of Metrics with their units and descriptions: the one table
-// that the CSV, JSON Lines, compare and HTML printers share (names are the JSON names).
+// The numeric fields of a Row, in JSON order, with their units and descriptions: derived from the
+// row's description in report_fields.hpp, for the CSV, compare and HTML printers.
 struct RowField {
   const char* name;
   const char* unit;  // "ms", "FLOP", "B", "FLOP/B", "FLOP/s", "B/s", "1" (fraction), "count"
   const char* description;
-  double (*get)(const Row&);
+  std::function<double(const Row&)> get;
 };
 const std::vector<RowField>& row_fields();
 

@@ -181,8 +181,8 @@ std::string roofline_svg(const RunReport& r, const Ceilings* datasheet) {
       s << "<line x1=\"" << x0 << "\" y1=\"" << f2(a.py(d * k)) << "\" x2=\"" << x1 << "\" y2=\""
         << f2(a.py(d * k)) << "\"" << (k == 1 ? " stroke=\"#c8c8c8\"" : "") << "/>\n";
   s << "</g>\n";
-  s << "<rect x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << x1 - x0 << "\" height=\""
-    << y1 - y0 << "\" fill=\"none\" stroke=\"#333333\"/>\n";
+  s << "<rect class=\"plot-area\" x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << x1 - x0
+    << "\" height=\"" << y1 - y0 << "\" fill=\"none\" stroke=\"#333333\"/>\n";
   s << "<g class=\"xticks\" text-anchor=\"middle\">\n";
   for (double d = a.xlo; d <= a.xhi * 1.0001; d *= 10)
     s << "<text x=\"" << f2(a.px(d)) << "\" y=\"" << y1 + 18 << "\">" << intensity_label(d)

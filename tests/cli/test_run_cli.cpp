@@ -2,6 +2,7 @@
 // physics, and every bad-input case.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_util.hpp"
@@ -135,6 +136,25 @@ struct BadCase {
   const char* args;
   const char* expect;  // a word the message must contain
 };
+void PrintTo(const BadCase& c, std::ostream* os) {
+  *os << "latprof run " << c.args;
+}
+// The arguments as an identifier: "--model tiny --input 0" -> "model_tiny_input_0".
+std::string case_name(const ::testing::TestParamInfo<BadCase>& i) {
+  std::string n;
+  for (const char* c = i.param.args; *c; ++c) {
+    const bool alnum = std::isalnum(static_cast<unsigned char>(*c));
+    if (*c == '-' && std::isdigit(static_cast<unsigned char>(c[1])) &&
+        (c == i.param.args || c[-1] == ' '))
+      n += "minus";  // "--input -3" -> "input_minus3"
+    else if (alnum)
+      n += *c;
+    else if (!n.empty() && n.back() != '_')
+      n += '_';
+  }
+  while (!n.empty() && n.back() == '_') n.pop_back();
+  return n;
+}
 
 class BadInput : public ::testing::TestWithParam<BadCase> {};
 
@@ -169,6 +189,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"--model tiny --batch 0", "--batch"},
                       BadCase{"--model tiny --json /nonexistent-dir/x.json", "does not exist"},
                       BadCase{"--model llama-2-13b --batch 64 --input 2000 --output 2000",
-                              "available"}));
+                              "available"}),
+    case_name);
 
 }  // namespace

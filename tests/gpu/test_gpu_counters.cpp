@@ -16,6 +16,9 @@ TEST_P(CounterSet, IsValidAndSinglePass) {
   EXPECT_EQ(passes, 1) << GetParam() << " needs " << passes << " passes";
 }
 
-INSTANTIATE_TEST_SUITE_P(Chips, CounterSet, ::testing::Values("GA100", "GH100"));
+INSTANTIATE_TEST_SUITE_P(Chips, CounterSet, ::testing::Values("GA100", "GH100"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 }  // namespace latprof::cuda

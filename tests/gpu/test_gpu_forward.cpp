@@ -9,6 +9,7 @@
 #include "gpu/gpu_support.hpp"
 #include "model/open.hpp"
 #include "runner/forward.hpp"
+#include "support/param_names.hpp"
 
 namespace {
 
@@ -83,6 +84,11 @@ TEST_P(GpuForward, MatchesCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndBatch, GpuForward,
                          ::testing::Combine(::testing::Values(WeightType::f16, WeightType::i8),
-                                            ::testing::Values(int64_t(1), int64_t(3))));
+                                            ::testing::Values(int64_t(1), int64_t(3))),
+                         [](const ::testing::TestParamInfo<GpuForward::ParamType>& i) {
+                           return std::string(std::get<0>(i.param) == WeightType::f16 ? "f16"
+                                                                                      : "i8") +
+                                  "_batch" + std::to_string(std::get<1>(i.param));
+                         });
 
 }  // namespace

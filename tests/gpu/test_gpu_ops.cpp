@@ -39,6 +39,9 @@ struct FillCase {
   WeightType type;
   int64_t n_out, n_in;
 };
+void PrintTo(const FillCase& c, std::ostream* os) {
+  *os << (c.type == WeightType::f16 ? "f16 " : "i8 ") << c.n_out << "x" << c.n_in;
+}
 class GpuFill : public ::testing::TestWithParam<FillCase> {};
 
 TEST_P(GpuFill, BitIdenticalToCpu) {
@@ -142,6 +145,10 @@ struct MatmulCase {
   WeightType type;
   int64_t m, n_out, n_in;
 };
+void PrintTo(const MatmulCase& c, std::ostream* os) {
+  *os << (c.type == WeightType::f16 ? "f16" : "i8") << " m=" << c.m << " " << c.n_out << "x"
+      << c.n_in;
+}
 class GpuMatmul : public ::testing::TestWithParam<MatmulCase> {};
 
 TEST_P(GpuMatmul, MatchesCpu) {
@@ -237,6 +244,10 @@ struct AttnCase {
   int64_t n_seq, n_new, pos0, ctx_cap;
   int heads, kv, hd;
 };
+void PrintTo(const AttnCase& c, std::ostream* os) {
+  *os << "seq=" << c.n_seq << " new=" << c.n_new << " pos0=" << c.pos0 << " cap=" << c.ctx_cap
+      << " heads=" << c.heads << "/" << c.kv << " dim=" << c.hd;
+}
 class GpuAttention : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(GpuAttention, MatchesCpu) {

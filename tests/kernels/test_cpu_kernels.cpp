@@ -16,6 +16,7 @@
 #include "core/half.hpp"
 #include "core/rng.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "support/param_names.hpp"
 
 namespace latprof::cpu {
 namespace {

@@ -3,6 +3,8 @@
 // tree (artifacts/ next to this test binary). Skipped, never failed, when chromium is missing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <regex>
 
 #include "cli/cli_util.hpp"
@@ -53,6 +55,197 @@ TEST(Html, SelfContained) {
   EXPECT_EQ(count(h, "class=\"pt\""), int(r.decode_step_ms.size()));
 }
 
+// What a person sees, read back from the page as the browser laid it out: a script appended to a
+// copy of the report (the report itself is untouched) measures every chart's plot area, points,
+// y-axis ticks and stage bars with getBoundingClientRect and leaves them as JSON in the DOM.
+const char* kMeasure = R"(<script>
+(function () {
+  function box(e) {
+    var b = e.getBoundingClientRect();
+    return {x: b.left, y: b.top, w: b.width, h: b.height, cx: b.left + b.width / 2,
+            cy: b.top + b.height / 2};
+  }
+  function chart(svg, points) {
+    if (!svg) return null;
+    var area = svg.querySelector('.plot-area');
+    var r = {svg: box(svg), area: area ? box(area) : null, points: [], yticks: []};
+    svg.querySelectorAll(points).forEach(function (p) {
+      var b = box(p);
+      b.ms = p.dataset.ms === undefined ? null : Number(p.dataset.ms);
+      b.step = p.dataset.step === undefined ? null : Number(p.dataset.step);
+      r.points.push(b);
+    });
+    svg.querySelectorAll('text.ytick').forEach(function (t) {
+      var b = box(t);
+      b.value = Number(t.dataset.value);
+      r.yticks.push(b);
+    });
+    return r;
+  }
+  var out = {decode: chart(document.getElementById('decode-chart'), 'circle.pt'),
+             roofline: chart(document.querySelector('#roofline svg'), 'circle.op'),
+             bar: box(document.getElementById('stage-bar')), stages: []};
+  document.querySelectorAll('#stage-bar rect.stage').forEach(function (e) {
+    var b = box(e);
+    b.stage = e.dataset.stage;
+    out.stages.push(b);
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'latprof-measure';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>)";
+
+struct Page {
+  std::string dom;
+  nlohmann::json seen;  // kMeasure's output
+};
+
+std::string chromium_common(const std::string& browser) {
+  // The user-data dir is private: chromium must not share a profile with anything else.
+  const auto profile = cli_test::temp_dir("chromium-profile");
+  return "timeout 60 " + browser +
+         " --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run "
+         "--user-data-dir=" +
+         profile.string() + " --enable-logging=stderr --v=0 --window-size=1000,2600 ";
+}
+
+// Loads the report with the measuring script in headless chromium; the page and the DOM are
+// kept as artifacts under `tag`.
+Page render(const std::string& browser, const RunReport& r, const std::string& tag) {
+  std::string h = report_html(r);
+  const size_t body = h.rfind("</body>");
+  h.insert(body, kMeasure);
+  const auto html = report_test::artifact_path(tag + ".measured.html");
+  const auto dom = report_test::artifact_path(tag + ".measured.dom.html");
+  const auto log = report_test::artifact_path(tag + ".chromium.log");
+  report_test::write_text(html, h);
+  Page p;
+  const std::string cmd = chromium_common(browser) + "--dump-dom file://" + html.string() + " >" +
+                          dom.string() + " 2>" + log.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cli_test::slurp(log.string());
+  p.dom = cli_test::slurp(dom.string());
+  const std::string open = "<pre id=\"latprof-measure\">";
+  const size_t a = p.dom.find(open), b = p.dom.find("</pre>", a);
+  if (a == std::string::npos || b == std::string::npos) {
+    ADD_FAILURE() << tag << ": the measuring script left nothing: " << p.dom.substr(0, 400);
+    return p;
+  }
+  std::string text = p.dom.substr(a + open.size(), b - a - open.size());
+  for (const auto& [from, to] : {std::pair{"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}})
+    text = std::regex_replace(text, std::regex(from), to);
+  p.seen = nlohmann::json::parse(text);
+  return p;
+}
+
+bool inside(const nlohmann::json& pt, const nlohmann::json& area, double tol = 0.5) {
+  return pt["cx"].get<double>() >= area["x"].get<double>() - tol &&
+         pt["cx"].get<double>() <= area["x"].get<double>() + area["w"].get<double>() + tol &&
+         pt["cy"].get<double>() >= area["y"].get<double>() - tol &&
+         pt["cy"].get<double>() <= area["y"].get<double>() + area["h"].get<double>() + tol;
+}
+
+// The decode chart shows every finite step, inside its plot area, at heights in the order and
+// proportion of the data, under a y axis whose ticks cover the data.
+void expect_decode_chart_shows(const nlohmann::json& c, const std::vector<double>& data,
+                               const std::string& tag) {
+  SCOPED_TRACE(tag);
+  ASSERT_TRUE(c.is_object());
+  ASSERT_TRUE(c["area"].is_object());
+  std::vector<double> v;
+  for (double x : data)
+    if (std::isfinite(x)) v.push_back(x);
+  const auto& pts = c["points"];
+  ASSERT_EQ(pts.size(), v.size());
+  for (size_t i = 0; i < pts.size(); ++i) {
+    EXPECT_TRUE(inside(pts[i], c["area"]))
+        << "step " << pts[i]["step"] << " (" << v[i]
+        << " ms) is drawn outside the plot area: " << pts[i].dump() << " area " << c["area"].dump();
+    EXPECT_GT(pts[i]["w"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(pts[i]["ms"].get<double>(), v[i]);
+    if (i) {
+      EXPECT_GT(pts[i]["cx"].get<double>(), pts[i - 1]["cx"].get<double>());
+    }
+  }
+  // Screen height is one straight line of the value, higher values higher up.
+  const size_t lo = size_t(std::min_element(v.begin(), v.end()) - v.begin());
+  const size_t hi = size_t(std::max_element(v.begin(), v.end()) - v.begin());
+  const double ylo = pts[lo]["cy"].get<double>(), yhi = pts[hi]["cy"].get<double>();
+  if (v[hi] > v[lo]) {
+    EXPECT_LT(yhi, ylo - 1) << "the largest value is not drawn above the smallest";
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double want = ylo + (v[i] - v[lo]) / (v[hi] - v[lo]) * (yhi - ylo);
+      EXPECT_NEAR(pts[i]["cy"].get<double>(), want, 1.0) << "step " << i + 1;
+    }
+  }
+  // The y ticks cover the data: one at or below the smallest value, one at or above the largest,
+  // and the ticks are drawn where their values lie on that line.
+  double tmin = 1e300, tmax = -1e300;
+  for (const auto& t : c["yticks"]) {
+    tmin = std::min(tmin, t["value"].get<double>());
+    tmax = std::max(tmax, t["value"].get<double>());
+  }
+  EXPECT_LE(tmin, v[lo]);
+  EXPECT_GE(tmax, v[hi]) << "the y axis stops below the data";
+  if (v[hi] > v[lo] && c["yticks"].size() >= 2) {
+    const double per = (yhi - ylo) / (v[hi] - v[lo]);
+    for (const auto& t : c["yticks"]) {
+      // A tick label's centre sits ~4 px below its value's line (baseline offset).
+      const double want = ylo + (t["value"].get<double>() - v[lo]) * per;
+      EXPECT_NEAR(t["cy"].get<double>(), want, 6.0) << "tick " << t["value"];
+    }
+  }
+}
+
+TEST(Html, ChartsShowAllTheirData) {
+  const std::string browser = find_browser();
+  if (browser.empty())
+    GTEST_SKIP() << "chromium is not installed (apt-get install -y chromium); the charts were not "
+                    "checked in a browser";
+  struct Case {
+    const char* tag;
+    std::vector<double> steps;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"fixture", report_test::make_report().decode_step_ms});  // ~0.03 ms
+  std::vector<double> ms40, ms10, flat;
+  for (int k = 0; k < 31; ++k) {
+    ms40.push_back(40 + 6.0 * k / 30 + (k == 17 ? 0.4 : 0));  // tinyllama-1.1b: 40-46 ms
+    ms10.push_back(12 + 0.5 * k + (k == 5 ? 60 : 0));         // tens of ms, one spike
+    flat.push_back(k == 9 ? std::nan("") : 7.25);             // all equal, one not a number
+  }
+  cases.push_back({"steps-40-46ms", ms40});
+  cases.push_back({"steps-tens-of-ms", ms10});
+  cases.push_back({"steps-flat", flat});
+  cases.push_back({"one-step", {0.5}});
+  for (const auto& c : cases) {
+    RunReport r = report_test::make_report();
+    r.decode_step_ms = c.steps;
+    const Page p = render(browser, r, c.tag);
+    if (!p.seen.is_object()) continue;
+    expect_decode_chart_shows(p.seen["decode"], c.steps, c.tag);
+    // Every roofline point inside its plot area.
+    const auto& rf = p.seen["roofline"];
+    ASSERT_TRUE(rf.is_object() && rf["area"].is_object()) << c.tag;
+    EXPECT_GT(rf["points"].size(), 0u) << c.tag;
+    for (const auto& pt : rf["points"])
+      EXPECT_TRUE(inside(pt, rf["area"])) << c.tag << ": roofline point outside: " << pt.dump();
+    // The stage bar: one rectangle per stage, widths in proportion to the stages' times.
+    ASSERT_EQ(p.seen["stages"].size(), r.stages.size()) << c.tag;
+    double total_ms = 0, total_w = 0;
+    for (size_t i = 0; i < r.stages.size(); ++i) {
+      total_ms += r.stages[i].time_ms;
+      total_w += p.seen["stages"][i]["w"].get<double>();
+    }
+    EXPECT_NEAR(total_w, p.seen["bar"]["w"].get<double>(), 1.0) << c.tag;
+    for (size_t i = 0; i < r.stages.size(); ++i)
+      EXPECT_NEAR(p.seen["stages"][i]["w"].get<double>() / total_w, r.stages[i].time_ms / total_ms,
+                  0.005)
+          << c.tag << " " << r.stages[i].name;
+  }
+}
+
 TEST(Html, LoadsInHeadlessChromium) {
   const std::string browser = find_browser();
   if (browser.empty())
@@ -64,13 +257,7 @@ TEST(Html, LoadsInHeadlessChromium) {
   const auto log = report_test::artifact_path("chromium.log");
   std::filesystem::remove(png);
   report_test::write_text(html, report_html(report()));
-  // The user-data dir is private: chromium must not share a profile with anything else.
-  const auto profile = cli_test::temp_dir("chromium-profile");
-  const std::string common = "timeout 60 " + browser +
-                             " --headless --no-sandbox --disable-gpu --hide-scrollbars "
-                             "--no-first-run --user-data-dir=" +
-                             profile.string() +
-                             " --enable-logging=stderr --v=0 --window-size=1000,2600 ";
+  const std::string common = chromium_common(browser);
   const std::string url = "file://" + html.string();
   ASSERT_EQ(
       std::system(

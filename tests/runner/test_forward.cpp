@@ -9,6 +9,7 @@
 #include "model/open.hpp"
 #include "runner/forward.hpp"
 #include "runner/naive_llama.hpp"
+#include "support/param_names.hpp"
 
 namespace {
 
@@ -76,7 +77,12 @@ TEST_P(ForwardTest, MatchesNaiveReference) {
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndThreads, ForwardTest,
                          ::testing::Combine(::testing::Values(WeightType::f16, WeightType::i8),
-                                            ::testing::Values(1, 2)));
+                                            ::testing::Values(1, 2)),
+                         [](const ::testing::TestParamInfo<ForwardTest::ParamType>& i) {
+                           return std::string(std::get<0>(i.param) == WeightType::f16 ? "f16"
+                                                                                      : "i8") +
+                                  "_t" + std::to_string(std::get<1>(i.param));
+                         });
 
 // A batch of identical sequences must give identical logits per sequence, equal to batch 1.
 TEST(Forward, BatchRowsAgree) {
