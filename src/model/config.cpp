@@ -7,6 +7,7 @@
 
 #include "core/embedded.hpp"
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 
 namespace latprof {
 
@@ -55,9 +56,10 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& origin) 
     return j.at(key);
   };
   try {
-    m.name = j.value("name", std::filesystem::path(origin).stem().string());
+    // Names and paths go into JSON reports, which must be valid UTF-8.
+    m.name = utf8_sanitize(j.value("name", std::filesystem::path(origin).stem().string()));
     m.description = j.value("description", "");
-    m.source = j.value("source", origin);
+    m.source = utf8_sanitize(j.value("source", origin));
     m.dim = need("dim").get<int64_t>();
     m.n_layers = need("n_layers").get<int64_t>();
     m.n_heads = need("n_heads").get<int64_t>();

@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/utf8.hpp"
 #include "model/gguf.hpp"
 #include "model/mmap_file.hpp"
 #include "model/safetensors.hpp"
@@ -86,7 +87,7 @@ class FileWeights final : public WeightSource {
  public:
   FileWeights(std::string desc, std::vector<std::shared_ptr<MappedFile>> files,
               std::unordered_map<std::string, FileTensor> tensors)
-      : desc_(std::move(desc)), files_(std::move(files)), tensors_(std::move(tensors)) {}
+      : desc_(utf8_sanitize(desc)), files_(std::move(files)), tensors_(std::move(tensors)) {}
 
   std::string describe() const override {
     std::string d = desc_;
@@ -507,7 +508,8 @@ bool is_model_file(const std::string& path) {
   return path.find('/') != std::string::npos && !path.ends_with(".json");
 }
 
-OpenedModel open_model_file(const std::string& path) {
+namespace {
+OpenedModel open_any(const std::string& path) {
   std::error_code ec;
   const auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) usage_error("model path '" + path + "' does not exist");
@@ -524,6 +526,17 @@ OpenedModel open_model_file(const std::string& path) {
   usage_error("'" + path +
               "' is not a model file: expected a GGUF file (magic 'GGUF') or a "
               "Hugging Face directory with config.json and *.safetensors");
+}
+}  // namespace
+
+OpenedModel open_model_file(const std::string& path) {
+  OpenedModel m = open_any(path);
+  // Paths and metadata strings go into JSON reports, which must be valid UTF-8.
+  m.config.name = utf8_sanitize(m.config.name);
+  m.config.description = utf8_sanitize(m.config.description);
+  m.config.source = utf8_sanitize(m.config.source);
+  m.source = utf8_sanitize(m.source);
+  return m;
 }
 
 }  // namespace latprof

@@ -16,6 +16,7 @@
 #include "core/format.hpp"
 #include "core/progress.hpp"
 #include "latprof/build_info.hpp"
+#include "model/detokenizer.hpp"
 #include "model/open.hpp"
 #include "roofline/fit.hpp"
 #include "roofline/physics.hpp"
@@ -72,6 +73,7 @@ class Request {
   RequestTimes run(int64_t n_out, bool timeline, bool progress) {
     Backend& b = m_.backend();
     RequestTimes t;
+    StreamingDetokenizer detok(tok_);  // UTF-8 safe: holds back a character split across tokens
     const int64_t B = o_.batch;
     b.reset_events();
     prof_.clear();
@@ -133,7 +135,7 @@ class Request {
     {
       NvtxRange r("detokenize");
       const auto t0 = Clock::now();
-      t.output_text += tok_.decode_token(next[0]);
+      t.output_text += detok.push(next[0]);
       detok0 = ms_since(t0);
     }
     t.stage_ms[int(Stage::detokenize)] += detok0;
@@ -171,7 +173,7 @@ class Request {
       b.synchronize();
       const double fwd = b.elapsed_ms(ev0, ev1), smp = b.elapsed_ms(ev1, ev2);
       const auto td = Clock::now();
-      t.output_text += tok_.decode_token(next[0]);
+      t.output_text += detok.push(next[0]);
       const double det = ms_since(td);
       t.output_ids.push_back(next[0]);
       t.stage_ms[int(Stage::decode)] += fwd;
@@ -186,6 +188,7 @@ class Request {
       bar.advance();
     }
     bar.finish();
+    t.output_text += detok.finish();  // an incomplete character at the end becomes U+FFFD
 
     // ---- serialize: the response a server would send ----
     {
