@@ -77,6 +77,30 @@ void row_to_float(const FileTensor& t, int64_t r, float* out) {
   }
 }
 
+// First element of x[0, n) that is NaN or infinite, or -1. Checked on the bits (exponent all
+// ones) so that it holds under any floating-point flags.
+int64_t first_non_finite(const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, &x[i], 4);
+    if ((b & 0x7f800000u) == 0x7f800000u) return i;
+  }
+  return -1;
+}
+
+int64_t first_non_finite_f16(const uint16_t* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if ((x[i] & 0x7c00u) == 0x7c00u) return i;
+  return -1;
+}
+
+[[noreturn]] void non_finite_error(const FileTensor& t, int64_t row, int64_t col) {
+  usage_error(t.file + ": tensor " + t.name + " holds NaN or infinity (row " + std::to_string(row) +
+              ", column " + std::to_string(col) +
+              "); the checkpoint is corrupt or was saved after a diverged step: re-download or "
+              "re-convert it");
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
@@ -120,6 +144,7 @@ class FileWeights final : public WeightSource {
                   "; the model needs [" + std::to_string(n) + "]");
     std::vector<float> v(static_cast<size_t>(n));
     row_to_float(t, 0, v.data());
+    if (const int64_t bad = first_non_finite(v.data(), n); bad >= 0) non_finite_error(t, 0, bad);
     b.copy_to_device(dst, v.data(), size_t(n) * sizeof(float));
     bytes_ += double(t.nbytes);
   }
@@ -134,13 +159,26 @@ class FileWeights final : public WeightSource {
     return it->second;
   }
 
+  // Converts t to w's type in host_ (and scales_), refusing NaN and infinity: every element is
+  // looked at anyway, so the check costs one compare per element.
   void convert(const FileTensor& t, DeviceWeight& w) {
     const int64_t rows = w.n_out, cols = w.n_in;
+    int64_t bad_row = rows, bad_col = 0;  // the first non-finite element (rows: none)
+    auto note_bad = [&](int64_t r, int64_t c) {
+      if (c < 0) return;
+#pragma omp critical(latprof_bad_weight)
+      if (r < bad_row) {
+        bad_row = r;
+        bad_col = c;
+      }
+    };
     if (w.type == WeightType::f16) {
       host_.resize(size_t(rows * cols) * 2);
       auto* dst = reinterpret_cast<uint16_t*>(host_.data());
       if (t.dtype == FileDType::f16 && t.permuted_heads == 0) {
         std::memcpy(dst, t.data, size_t(rows * cols) * 2);
+        const int64_t bad = first_non_finite_f16(dst, rows * cols);
+        if (bad >= 0) non_finite_error(t, bad / cols, bad % cols);
         return;
       }
       if (t.dtype == FileDType::q8_0) q8_to_f16_ = true;
@@ -150,9 +188,16 @@ class FileWeights final : public WeightSource {
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
           row_to_float(t, r, row.data());
+          note_bad(r, first_non_finite(row.data(), cols));
           for (int64_t i = 0; i < cols; ++i) dst[r * cols + i] = float_to_half(row[size_t(i)]);
         }
       }
+      if (bad_row < rows) non_finite_error(t, bad_row, bad_col);
+      // Finite values beyond FP16's range (|x| > 65504) became infinity.
+      if (const int64_t big = first_non_finite_f16(dst, rows * cols); big >= 0)
+        usage_error(t.file + ": tensor " + t.name + " holds a value beyond FP16's range (row " +
+                    std::to_string(big / cols) + ", column " + std::to_string(big % cols) +
+                    "); run it with --dtype int8");
       return;
     }
     // INT8, symmetric, one scale per output row.
@@ -169,6 +214,7 @@ class FileWeights final : public WeightSource {
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         row_to_float(t, r, row.data());
+        note_bad(r, first_non_finite(row.data(), cols));
         float amax = 0;
         for (float x : row) amax = std::max(amax, std::fabs(x));
         const float scale = amax / 127.f;
@@ -180,6 +226,7 @@ class FileWeights final : public WeightSource {
         scales_[size_t(r)] = scale;
       }
     }
+    if (bad_row < rows) non_finite_error(t, bad_row, bad_col);
   }
 
   std::string desc_;
