@@ -23,17 +23,20 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
   const float scale = 1.0f / std::sqrt(float(hd));
   std::vector<float> o(static_cast<size_t>(hd)), sc(static_cast<size_t>(kBlock));
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n_keys = a.pos0 + t + 1;  // causal: positions [0, pos0 + t]
+    const int64_t n_keys = a.pos0 + t + 1;  // causal: positions [first, pos0 + t]
+    const int64_t first = attn_first_key(a, a.pos0 + t);
     for (int hh = 0; hh < group; ++hh) {
       const int h = kvh * group + hh;
       const int64_t row = (s * a.n_new + t) * a.n_heads + h;
       const float* q = a.q + row * hd;
       float run_max = -std::numeric_limits<float>::infinity(), run_sum = 0;
       std::fill(o.begin(), o.end(), 0.0f);
-      for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
-        const int64_t nb = std::min(kBlock, n_keys - j0);
+      // Blocks stay aligned to multiples of kBlock (as in the AVX-512 paths); a window clips the
+      // first one: keys [j0 + js, j0 + nb).
+      for (int64_t j0 = first / kBlock * kBlock; j0 < n_keys; j0 += kBlock) {
+        const int64_t nb = std::min(kBlock, n_keys - j0), js = std::max<int64_t>(0, first - j0);
         float block_max = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < nb; ++j) {
+        for (int64_t j = js; j < nb; ++j) {
           const uint16_t* k = a.k_cache + (s * a.ctx_cap + j0 + j) * kv_dim + int64_t(kvh) * hd;
           float dot = 0;
           for (int d = 0; d < hd; ++d) dot += q[d] * half_to_float(k[d]);
@@ -45,7 +48,7 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         const float corr = std::exp(run_max - new_max);
         run_sum *= corr;
         for (int d = 0; d < hd; ++d) o[size_t(d)] *= corr;
-        for (int64_t j = 0; j < nb; ++j) {
+        for (int64_t j = js; j < nb; ++j) {
           const float p = std::exp(sc[size_t(j)] - new_max);
           run_sum += p;
           const uint16_t* v = a.v_cache + (s * a.ctx_cap + j0 + j) * kv_dim + int64_t(kvh) * hd;
@@ -83,15 +86,19 @@ void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int6
 
 void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
                int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
-               float* out) {
+               float* out, int64_t window) {
   if (n_seq <= 0 || n_new <= 0) return;
-  const detail::AttnArgs a{q, k_cache, v_cache, n_new, pos0, ctx_cap, n_heads, n_kv_heads, hd, out};
+  const detail::AttnArgs a{q,       k_cache,    v_cache, n_new, pos0,  ctx_cap,
+                           n_heads, n_kv_heads, hd,      out,   window};
   if (active_isa() == Isa::avx512 && n_new <= 4 && hd <= 512) {
     // Decode: few tokens, so the cost is streaming K and V once. Split the keys of each sequence
     // into chunks of 64-key blocks (many per thread, for balance), walk each chunk key-major
     // over whole cache rows, then merge the chunks' online-softmax states.
     constexpr int64_t kBlock = 64;
-    const int64_t blocks = (pos0 + n_new + kBlock - 1) / kBlock;
+    // Blocks [b0, b0 + blocks): from the first key the first new token sees (a sliding window
+    // starts past 0) to the last new token.
+    const int64_t b0 = detail::attn_first_key(a, pos0) / kBlock;
+    const int64_t blocks = (pos0 + n_new + kBlock - 1) / kBlock - b0;
     const int64_t per_chunk =
         std::max<int64_t>(1, n_seq * blocks / (16 * int64_t(omp_get_max_threads())));
     const int64_t nc = (blocks + per_chunk - 1) / per_chunk, ck = per_chunk * kBlock;
@@ -105,7 +112,8 @@ void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
 #pragma omp for schedule(dynamic, 1)
       for (int64_t u = 0; u < n_seq * nc; ++u) {
         const int64_t s = u / nc, c = u % nc;
-        detail::attention_chunk_avx512(a, s, c * ck, std::min(pos0 + n_new, (c + 1) * ck),
+        const int64_t k0 = b0 * kBlock + c * ck;
+        detail::attention_chunk_avx512(a, s, k0, std::min(pos0 + n_new, k0 + ck),
                                        pp + u * rows * ps);
       }
 #pragma omp for schedule(static)

@@ -65,7 +65,8 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
   };
 
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n_keys = a.pos0 + t + 1;  // causal: positions [0, pos0 + t]
+    const int64_t n_keys = a.pos0 + t + 1;  // causal: positions [first, pos0 + t]
+    const int64_t first = attn_first_key(a, a.pos0 + t);
     const int64_t row0 = (s * a.n_new + t) * a.n_heads + int64_t(kvh) * group;
     for (int hh = 0; hh < group; ++hh) {
       const float* q = a.q + (row0 + hh) * hd;
@@ -78,14 +79,16 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
       mx[size_t(hh)] = -std::numeric_limits<float>::infinity();
       sum[size_t(hh)] = 0;
     }
-    for (int64_t j0 = 0; j0 < n_keys; j0 += B) {
+    // Blocks aligned to multiples of B; a sliding window clips the first: keys [j0 + js, j0 + nb).
+    for (int64_t j0 = first / B * B; j0 < n_keys; j0 += B) {
       const int nb = int(std::min<int64_t>(B, n_keys - j0));
-      convert_block(a.k_cache, j0, nb, kf.data());
+      const int js = int(std::max<int64_t>(0, first - j0));
+      convert_block(a.k_cache, j0 + js, nb - js, kf.data() + js * hdp);
       for (int hh = 0; hh < group; ++hh) {
         const float* qh = &qf[size_t(hh * hdp)];
         float* sh = &sc[size_t(hh * B)];
         float block_max = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < nb; ++j) {
+        for (int j = js; j < nb; ++j) {
           __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
           const float* kj = &kf[size_t(j * hdp)];
           int c = 0;
@@ -107,7 +110,7 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         mx[size_t(hh)] = new_max;
         const __m512 vmax = _mm512_set1_ps(new_max);
         __m512 psum = _mm512_setzero_ps();
-        for (int j = 0; j < nb; j += 16) {
+        for (int j = js; j < nb; j += 16) {
           const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
           const __m512 p = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sh + j), vmax));
           _mm512_mask_storeu_ps(sh + j, mk, p);
@@ -120,7 +123,7 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
           _mm512_storeu_ps(oc, _mm512_mul_ps(_mm512_loadu_ps(oc), vcorr));
         }
       }
-      convert_block(a.v_cache, j0, nb, vf.data());
+      convert_block(a.v_cache, j0 + js, nb - js, vf.data() + js * hdp);
       for (int hh = 0; hh < group; ++hh) {
         const float* ph = &sc[size_t(hh * B)];
         for (int c0 = 0; c0 < nv; c0 += 8) {  // up to 8 accumulators (hd <= 128 in one pass)
@@ -128,7 +131,7 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
           __m512 acc[8];
           for (int c = 0; c < cn; ++c)
             acc[c] = _mm512_loadu_ps(&o[size_t(hh * hdp + 16 * (c0 + c))]);
-          for (int j = 0; j < nb; ++j) {
+          for (int j = js; j < nb; ++j) {
             const __m512 pj = _mm512_set1_ps(ph[j]);
             const float* vj = &vf[size_t(j * hdp + 16 * c0)];
             for (int c = 0; c < cn; ++c)
@@ -197,7 +200,8 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
           _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
                                                head_mask(c, nv, hd), src + 16 * c)));
         for (int64_t t = 0; t < nt; ++t) {
-          if (j0 + j > a.pos0 + t) continue;  // causal: not visible to token t
+          // causal (and windowed): not visible to token t
+          if (j0 + j > a.pos0 + t || j0 + j < attn_first_key(a, a.pos0 + t)) continue;
           for (int hh = 0; hh < group; ++hh) {
             const int h = kvh * group + hh;
             const float* qh = qfp + ((t * nh + h) * hdp);
@@ -220,18 +224,19 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
     // Online-softmax step per (token, head), exactly as in attention_unit_avx512.
     for (int64_t t = 0; t < nt; ++t) {
       const int nb = int(std::min<int64_t>(nb_all, a.pos0 + t + 1 - j0));
-      if (nb <= 0) continue;
+      const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos0 + t) - j0));
+      if (nb <= js) continue;  // no key of this block is visible to token t
       for (int h = 0; h < nh; ++h) {
         float* sh = scp + ((t * nh + h) * B);
         float* o = part + (t * nh + h) * ps;
         float block_max = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < nb; ++j) block_max = std::max(block_max, sh[j]);
+        for (int j = js; j < nb; ++j) block_max = std::max(block_max, sh[j]);
         const float new_max = std::max(o[hdp], block_max);
         const float corr = std::exp(o[hdp] - new_max);
         o[hdp] = new_max;
         const __m512 vmax = _mm512_set1_ps(new_max);
         __m512 psum = _mm512_setzero_ps();
-        for (int j = 0; j < nb; j += 16) {
+        for (int j = js; j < nb; j += 16) {
           const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
           const __m512 p = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sh + j), vmax));
           _mm512_mask_storeu_ps(sh + j, mk, p);
@@ -255,7 +260,7 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
           _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
                                                head_mask(c, nv, hd), src + 16 * c)));
         for (int64_t t = 0; t < nt; ++t) {
-          if (j0 + j > a.pos0 + t) continue;
+          if (j0 + j > a.pos0 + t || j0 + j < attn_first_key(a, a.pos0 + t)) continue;
           for (int hh = 0; hh < group; ++hh) {
             const int h = kvh * group + hh;
             const __m512 pj = _mm512_set1_ps(scp[(t * nh + h) * B + j]);

@@ -33,7 +33,12 @@ struct AttnArgs {
   int64_t n_new, pos0, ctx_cap;
   int n_heads, n_kv_heads, hd;
   float* out;
+  int64_t window;  // sliding window in keys; 0: none
 };
+// The first key a query at position pos sees (keys [first, pos]).
+inline int64_t attn_first_key(const AttnArgs& a, int64_t pos) {
+  return a.window > 0 && pos >= a.window ? pos - a.window + 1 : 0;
+}
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 // Decode attention split over keys: keys [k0, k1) (k0 a multiple of 64) of sequence s for all

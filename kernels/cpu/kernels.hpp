@@ -10,13 +10,14 @@ namespace latprof::cpu {
 
 // ---- instruction sets ---------------------------------------------------------------------------
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2 };
-Isa detected_isa();           // best the CPU supports (AVX-512 needs F, BW, VL and F16C)
-Isa active_isa();             // what kernels use now (detected, unless forced)
-void force_isa(Isa isa);      // tests and benchmarks: run a lower path; clamps to detected_isa()
+Isa detected_isa();       // best the CPU supports (AVX-512 needs F, BW, VL and F16C)
+Isa active_isa();         // what kernels use now (detected, unless forced)
+void force_isa(Isa isa);  // tests and benchmarks: run a lower path; clamps to detected_isa()
 const char* isa_name(Isa isa);
-bool has_vnni();              // AVX512-VNNI or AVX-VNNI present
+bool has_vnni();  // AVX512-VNNI or AVX-VNNI present
 
-// ---- linear weights -------------------------------------------------------------------------------
+// ---- linear weights
+// -------------------------------------------------------------------------------
 enum class WType { f16 = 0, i8 = 1 };
 // W: [n_out, n_in] row-major. f16: uint16_t IEEE half. i8: int8_t, value = q * scales[row].
 struct Weight {
@@ -35,14 +36,20 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y);
 // Prefill path: blocked, packed GEMM (fp16/int8 panels converted to fp32 once per block).
 void gemm(const Weight& w, const float* x, int64_t m, float* y);
 
-// ---- elementwise and small ops -------------------------------------------------------------------
-// out[t, :] = half_to_float(table[tokens[t], :]); table: [vocab, dim] fp16
+// ---- elementwise and small ops
+// ------------------------------------------------------------------- out[t, :] =
+// half_to_float(table[tokens[t], :]); table: [vocab, dim] fp16
 void embed(const uint16_t* table, const int32_t* tokens, int64_t m, int64_t dim, float* out);
 // out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w; out may alias x
 void rmsnorm(const float* x, const float* w, int64_t m, int64_t dim, float eps, float* out);
 // Rotary embedding, Hugging Face "rotate_half" convention: within each head of size hd, element i
-// pairs with i + hd/2 (i < hd/2), angle = pos * theta^(-2i/hd).
+// pairs with i + hd/2 (i < hd/2), angle = pos * inv_freq[i].
+// inv_freq: [hd/2] radians per position, with any rope scaling already applied (the model's
+// ModelConfig::rope_inv_freq; unscaled: theta^(-2i/hd)).
 // q: [m, n_heads*hd], k: [m, n_kv_heads*hd], pos: [m] absolute positions. In place.
+void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
+          const double* inv_freq);
+// The same with the unscaled frequencies theta^(-2i/hd).
 void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
           float theta);
 // Writes new K/V rows into the fp16 cache of one layer.
@@ -52,10 +59,11 @@ void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int6
               int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache);
 // Causal grouped-query attention over the cache (which already holds positions [0, pos0 + n_new)).
 // q, out: [n_seq * n_new, n_heads * hd] fp32; query head h uses kv head h / (n_heads / n_kv_heads).
-// Token t of sequence s (position pos0 + t) attends to positions [0, pos0 + t]; scale 1/sqrt(hd).
+// Token t of sequence s (position p = pos0 + t) attends to positions [0, p], or with a sliding
+// window W > 0 to [max(0, p - W + 1), p] (W keys); scale 1/sqrt(hd).
 void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
                int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
-               float* out);
+               float* out, int64_t window = 0);
 // out[t, j] = silu(gate[t, j]) * up[t, j]; out may alias gate
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 // x[i] += y[i]
@@ -63,8 +71,9 @@ void add(float* x, const float* y, int64_t n);
 // index of the largest logit (the first one on ties)
 int32_t argmax(const float* logits, int64_t n);
 
-// ---- synthetic weights ---------------------------------------------------------------------------
-// Deterministic, parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
+// ---- synthetic weights
+// --------------------------------------------------------------------------- Deterministic,
+// parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
 void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude);
 // int8 weights: q(i) = rng::uniform_i8(key, row * n_in + i); scales[row] = amplitude / 127.
 void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key,
@@ -76,10 +85,11 @@ void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude
 void quantize_rows_f16(const uint16_t* src, int64_t n_out, int64_t n_in, int8_t* dst,
                        float* scales);
 
-// ---- machine ceilings (the probe behind `latprof hw` and the run report) ---------------------------
+// ---- machine ceilings (the probe behind `latprof hw` and the run report)
+// ---------------------------
 struct ProbeResult {
-  double value = 0;       // the best of the repetitions
-  double median = 0;      // median of the repetitions
+  double value = 0;   // the best of the repetitions
+  double median = 0;  // median of the repetitions
   int repetitions = 0;
   double bytes_or_ops = 0;  // working set (bytes) or operations per repetition
 };

@@ -1,5 +1,6 @@
 // Rotary position embedding, Hugging Face "rotate_half" layout: in each head of size hd, element
-// i (i < hd/2) pairs with element i + hd/2 and both rotate by angle pos * theta^(-2i/hd).
+// i (i < hd/2) pairs with element i + hd/2 and both rotate by angle pos * inv_freq[i]; inv_freq
+// carries any rope scaling (linear, llama3), computed by the model config.
 #include <cmath>
 #include <vector>
 
@@ -9,10 +10,15 @@ namespace latprof::cpu {
 
 void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
           float theta) {
-  const int half = hd / 2;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i)
+  std::vector<double> inv_freq(static_cast<size_t>(hd / 2));
+  for (int i = 0; i < hd / 2; ++i)
     inv_freq[size_t(i)] = std::pow(double(theta), -2.0 * double(i) / double(hd));
+  rope(q, k, pos, m, n_heads, n_kv_heads, hd, inv_freq.data());
+}
+
+void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
+          const double* inv_freq) {
+  const int half = hd / 2;
 #pragma omp parallel if (m > 4)
   {
     std::vector<float> cs(static_cast<size_t>(hd));  // cos[0, half), sin[half, hd) for one token
@@ -20,7 +26,7 @@ void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_
     for (int64_t t = 0; t < m; ++t) {
       // Angles in double: positions reach 1e5 and a float angle would lose ~1e-2 rad.
       for (int i = 0; i < half; ++i) {
-        const double a = double(pos[t]) * inv_freq[size_t(i)];
+        const double a = double(pos[t]) * inv_freq[i];
         cs[size_t(i)] = float(std::cos(a));
         cs[size_t(half + i)] = float(std::sin(a));
       }

@@ -2,11 +2,12 @@
 // CPU reference: cpu::attention with n_new == 1.
 //
 // Pass 1, grid (splits, kv heads, sequences): block `sp` handles keys [sp*kDecodeSplit, ...)
-// of the context [0, *pos + 1) for all the query heads that share one KV head, so every K and V
+// of the context [first, *pos + 1) (first > 0 under a sliding window) for all the query heads
+// that share one KV head, so every K and V
 // row is read from memory once per step (GQA). Each of the 4 warps takes 32 keys (lane = key)
 // and forms partial (max, sum, P·V); the block merges its warps and writes one partial per
 // (sequence, head, split). The grid is sized by ctx_cap, not by the position, so one captured
-// graph serves every step: blocks past the context return at once.
+// graph serves every step: blocks past the context (or before the window) return at once.
 // Pass 2, grid (heads, sequences): rescales the valid partials by exp2(m_i - max) and divides.
 #include <cmath>
 
@@ -37,8 +38,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int sp = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
   const int g = a.n_heads / a.n_kv_heads;
   const int64_t len = int64_t(*a.pos) + 1;
+  const int64_t first = a.window > 0 && len > a.window ? len - a.window : 0;  // sliding window
   const int64_t key0 = int64_t(sp) * kDecodeSplit;
-  if (key0 >= len) return;  // uniform over the block
+  if (key0 >= len || key0 + kDecodeSplit <= first) return;  // uniform over the block
   const int64_t q_dim = int64_t(a.n_heads) * a.hd, kv_dim = int64_t(a.n_kv_heads) * a.hd;
   const int64_t n_splits_total = (a.ctx_cap + kDecodeSplit - 1) / kDecodeSplit;
 
@@ -54,7 +56,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const __half* vbase = a.v_cache + int64_t(s) * a.ctx_cap * kv_dim + int64_t(kvh) * a.hd;
   const int64_t wkey0 = key0 + warp * 32;
   const int64_t key = wkey0 + lane;
-  const bool valid = key < len;
+  const bool valid = key < len && key >= first;
 
   // Scores of this lane's key for the G query heads.
   float sc[G];
@@ -137,19 +139,21 @@ __global__ void __launch_bounds__(kWarps * 32)
 __global__ void attn_decode_reduce_kernel(AttnArgs a, const float* part_o, const float* part_ml) {
   const int h = blockIdx.x, s = blockIdx.y;
   const int64_t len = int64_t(*a.pos) + 1;
+  const int64_t first = a.window > 0 && len > a.window ? len - a.window : 0;
+  const int64_t split0 = first / kDecodeSplit;  // splits [split0, valid) wrote partials
   const int64_t valid = (len + kDecodeSplit - 1) / kDecodeSplit;
   const int64_t n_splits_total = (a.ctx_cap + kDecodeSplit - 1) / kDecodeSplit;
   const int64_t base = (int64_t(s) * a.n_heads + h) * n_splits_total;
   float mx = -1e30f;
-  for (int64_t i = 0; i < valid; ++i) mx = fmaxf(mx, part_ml[2 * (base + i)]);
+  for (int64_t i = split0; i < valid; ++i) mx = fmaxf(mx, part_ml[2 * (base + i)]);
   float lsum = 0.f;
-  for (int64_t i = 0; i < valid; ++i)
+  for (int64_t i = split0; i < valid; ++i)
     lsum += exp2f(part_ml[2 * (base + i)] - mx) * part_ml[2 * (base + i) + 1];
   const float inv = 1.f / lsum;
   __half* orow = a.out + int64_t(s) * a.n_heads * a.hd + int64_t(h) * a.hd;
   for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
     float acc = 0.f;
-    for (int64_t i = 0; i < valid; ++i)
+    for (int64_t i = split0; i < valid; ++i)
       acc += exp2f(part_ml[2 * (base + i)] - mx) * part_o[(base + i) * a.hd + d];
     orow[d] = __float2half_rn(acc * inv);
   }

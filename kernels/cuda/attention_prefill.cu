@@ -1,5 +1,6 @@
 // Causal GQA attention for a block of new tokens (prefill), flash-attention style.
-// CPU reference: cpu::attention (scale 1/sqrt(hd); token t of a sequence attends to [0, pos0+t]).
+// CPU reference: cpu::attention (scale 1/sqrt(hd); token t of a sequence attends to [0, pos0+t],
+// or to the last `window` of those keys under a sliding window).
 //
 // Grid: (query tiles of kBQ tokens, query heads, sequences); 4 warps, each owning kQPW queries.
 // The block walks the cache in tiles of kBK keys staged in shared memory (K rows padded by one
@@ -84,7 +85,9 @@ __global__ void __launch_bounds__(kWarps * 32) attn_prefill_kernel(AttnArgs a, f
   const __half* kbase = a.k_cache + int64_t(s) * a.ctx_cap * kv_dim + int64_t(kvh) * a.hd;
   const __half* vbase = a.v_cache + int64_t(s) * a.ctx_cap * kv_dim + int64_t(kvh) * a.hd;
   const int hd_words = L.hdp / 2;
-  for (int64_t k0 = 0; k0 < n_keys; k0 += kBK) {
+  // Sliding window: no query of the tile sees keys before the first query's window.
+  const int64_t first = a.window > 0 && pos0 + t0 >= a.window ? pos0 + t0 - a.window + 1 : 0;
+  for (int64_t k0 = first / kBK * kBK; k0 < n_keys; k0 += kBK) {
     __syncthreads();  // previous tile fully consumed (and Q written on the first pass)
     for (int i = threadIdx.x; i < kBK * hd_words; i += blockDim.x) {
       const int j = i / hd_words, w = i % hd_words;
@@ -127,7 +130,8 @@ __global__ void __launch_bounds__(kWarps * 32) attn_prefill_kernel(AttnArgs a, f
 #pragma unroll
     for (int qi = 0; qi < kQPW; ++qi) {
       const int64_t t = t0 + warp * kQPW + qi;
-      const bool valid = t < a.n_new && key <= pos0 + t;
+      const bool valid =
+          t < a.n_new && key <= pos0 + t && (a.window <= 0 || key > pos0 + t - a.window);
       const float sv = valid ? sc[qi] : -INFINITY;
       const float m_new = fmaxf(m[qi], detail::warp_max(sv));
       const float corr = exp2f(m[qi] - m_new);

@@ -49,8 +49,10 @@ void gemm_fallback(const void* w, const float* scales, bool int8, const __half* 
 
 // ---- rotary embedding (cpu::rope, rotate_half): q [rows, n_heads*hd], k [rows, n_kv*hd]
 // ----------- Row r has position *pos + r % n_new (pos: device int32 scalar). In place.
+// inv_freq: host [hd/2] radians per position, rope scaling applied (passed by value to the kernel,
+// so a captured graph keeps it).
 void rope(__half* q, __half* k, int64_t rows, int64_t n_new, const int32_t* pos, int n_heads,
-          int n_kv_heads, int hd, float theta, cudaStream_t stream);
+          int n_kv_heads, int hd, const double* inv_freq, cudaStream_t stream);
 
 // ---- attention (cpu::kv_store + cpu::attention) ------------------------------------------------
 struct AttnArgs {
@@ -61,6 +63,8 @@ struct AttnArgs {
   const int32_t* pos = nullptr;  // device scalar: position of the first new token
   int64_t n_seq = 0, n_new = 0, ctx_cap = 0;
   int n_heads = 0, n_kv_heads = 0, hd = 0;
+  int64_t window =
+      0;  // sliding window: a query at position p sees keys [p - window + 1, p]; 0: none
 };
 // Writes k, v [n_seq*n_new, kv_dim] into the caches at positions *pos .. *pos + n_new - 1.
 void kv_store(const __half* k, const __half* v, int64_t n_seq, int64_t n_new, const int32_t* pos,

@@ -8,6 +8,7 @@
 //   activations: [rows, width] in the backend's activation type (act_bytes() per element);
 //   linear weights: [n_out, n_in], fp16 or int8 with one fp32 scale per output row;
 //   KV cache of one layer: [n_seq, ctx_cap, kv_dim] in the backend's KV type (kv_bytes()).
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,20 @@ struct AttentionShape {
   int n_kv_heads = 0;
   int head_dim = 0;
   float rope_theta = 10000.f;
+  // Rotary frequencies [head_dim / 2] in radians per position, rope scaling applied
+  // (ModelConfig::rope_inv_freq); empty: the unscaled rope_theta^(-2i/head_dim).
+  std::vector<double> rope_inv_freq;
+  // Sliding-window attention: a query at position p sees keys [p - W + 1, p]; 0: all of [0, p].
+  int64_t sliding_window = 0;
+
+  // rope_inv_freq, or the unscaled frequencies when it is empty.
+  std::vector<double> inv_freq() const {
+    if (!rope_inv_freq.empty()) return rope_inv_freq;
+    std::vector<double> f(static_cast<size_t>(head_dim / 2));
+    for (int i = 0; i < head_dim / 2; ++i)
+      f[size_t(i)] = std::pow(double(rope_theta), -2.0 * double(i) / double(head_dim));
+    return f;
+  }
 };
 
 struct SamplingParams {
@@ -88,11 +103,11 @@ class Backend {
   // y[rows, n_out] = x[rows, n_in] · Wᵀ
   virtual void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) = 0;
   // q: [n_seq*n_new, n_heads*hd], k: [n_seq*n_new, n_kv*hd]; pos: device int32 scalar holding the
-  // position of the first new token (the same for every sequence).
+  // position of the first new token (the same for every sequence). Frequencies: s.inv_freq().
   virtual void rope(void* q, void* k, int64_t n_seq, int64_t n_new, const int32_t* pos,
                     const AttentionShape& s) = 0;
   // Appends k, v to the cache at positions pos..pos+n_new-1, then causal attention of q over the
-  // cache, writing out: [n_seq*n_new, n_heads*hd].
+  // cache (within s.sliding_window keys when it is set), writing out: [n_seq*n_new, n_heads*hd].
   virtual void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
                          int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) = 0;
   virtual void swiglu(const void* gate, const void* up, int64_t n, void* out) = 0;

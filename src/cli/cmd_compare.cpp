@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "report/compare.hpp"
 
 namespace latprof::cli {
@@ -64,6 +65,7 @@ CommandFn add_compare_command(CLI::App& app) {
     for (const auto& f : *files) reports.push_back(load_report(f));
     CompareOptions o;
     o.labels = labels_for(*files);
+    for (auto& l : o.labels) l = utf8_sanitize(l);  // labels go into --json
     o.gate_metric = *metric;
     o.fail_if_slower_pct = sub->count("--fail-if-slower") ? *fail_pct : -1;
     const Comparison c = compare_reports(reports, o);

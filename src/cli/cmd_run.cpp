@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "model/cost_model.hpp"
 #include "report/compare.hpp"
 #include "report/exports.hpp"
@@ -17,6 +18,8 @@ namespace latprof::cli {
 
 CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
   auto o = std::make_shared<RunOptions>();
+  // The command line goes into JSON reports: a byte that is not UTF-8 becomes U+FFFD there.
+  for (std::string& a : argv) a = utf8_sanitize(a);
   o->argv = std::move(argv);
   auto json_path = std::make_shared<std::string>();
   auto prompt_file = std::make_shared<std::string>();

@@ -1,5 +1,7 @@
 #include "model/cost_model.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace latprof {
@@ -130,17 +132,28 @@ OpCosts forward_cost(const ModelConfig& m, const Precision& p, int64_t n_seq, in
   rope.act_bytes = L * rows * (qd + kvd) * 2 * A;
 
   Cost& attn = ops[int(Op::attention)];
-  // Keys attended per sequence: sum over new tokens t of (ctx0 + t + 1) for causal execution;
-  // the MFU convention counts the full context (ctx0 + n_new) for every new token.
+  // Keys attended per sequence: sum over new tokens t of (ctx0 + t + 1) for causal execution
+  // (at most the sliding window each); the MFU convention counts the full context (ctx0 + n_new,
+  // or the window) for every new token.
   const double nn = double(n_new), c0 = double(ctx0);
-  const double causal_keys = nn * c0 + nn * (nn + 1) / 2;
-  const double full_keys = nn * (c0 + nn);
+  const double W = m.sliding_window > 0 ? double(m.sliding_window) : 0;
+  // sum of min(x, W) for x = a .. b (W = 0: no window)
+  auto sum_clipped = [&](double a, double b) {
+    if (W == 0 || b <= W) return (a + b) * (b - a + 1) / 2;
+    if (a > W) return W * (b - a + 1);
+    return (a + W) * (W - a + 1) / 2 + W * (b - W);
+  };
+  const double causal_keys = sum_clipped(c0 + 1, c0 + nn);
+  const double full_keys = nn * (W > 0 ? std::min(c0 + nn, W) : c0 + nn);
+  // Keys read from the cache once per sequence: those any new token sees.
+  const double keys_read = W > 0 ? std::min(c0 + nn, nn + W - 1) : c0 + nn;
   const double hd = double(m.head_dim()), H = double(m.n_heads);
   attn.flops = L * n_seq * (4 * qd * causal_keys + H * kSoftmaxFlopsPerScore * causal_keys);
   attn.model_flops = L * n_seq * 4 * qd * full_keys;
   (void)hd;
-  // KV cache: new K and V written once; the whole context (ctx0 + n_new) read once per sequence.
-  attn.kv_bytes = L * n_seq * kvd * 2 * p.kv_bytes * (nn + (c0 + nn));
+  // KV cache: new K and V written once; the context (ctx0 + n_new, or what the window lets the
+  // new tokens see) read once per sequence.
+  attn.kv_bytes = L * n_seq * kvd * 2 * p.kv_bytes * (nn + keys_read);
   // q, new k and v read, output written
   attn.act_bytes = L * rows * (qd + 2 * kvd + qd) * A;
 

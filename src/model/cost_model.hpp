@@ -9,6 +9,8 @@
 //  - executed: what the kernels do (causal attention touches only the lower triangle);
 //  - model: the MFU convention (2 x matmul parameters per token plus the full, non-causal
 //    attention term 4 * n_layers * q_dim * context per token).
+// With a sliding window W, each query counts at most W keys, and the cache is read only as far
+// back as the new tokens see.
 #include <array>
 #include <cstdint>
 #include <string>

@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/utf8.hpp"
 #include "model/gguf.hpp"
 #include "model/mmap_file.hpp"
 #include "model/safetensors.hpp"
@@ -76,6 +77,30 @@ void row_to_float(const FileTensor& t, int64_t r, float* out) {
   }
 }
 
+// First element of x[0, n) that is NaN or infinite, or -1. Checked on the bits (exponent all
+// ones) so that it holds under any floating-point flags.
+int64_t first_non_finite(const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, &x[i], 4);
+    if ((b & 0x7f800000u) == 0x7f800000u) return i;
+  }
+  return -1;
+}
+
+int64_t first_non_finite_f16(const uint16_t* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if ((x[i] & 0x7c00u) == 0x7c00u) return i;
+  return -1;
+}
+
+[[noreturn]] void non_finite_error(const FileTensor& t, int64_t row, int64_t col) {
+  usage_error(t.file + ": tensor " + t.name + " holds NaN or infinity (row " + std::to_string(row) +
+              ", column " + std::to_string(col) +
+              "); the checkpoint is corrupt or was saved after a diverged step: re-download or "
+              "re-convert it");
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
@@ -86,7 +111,7 @@ class FileWeights final : public WeightSource {
  public:
   FileWeights(std::string desc, std::vector<std::shared_ptr<MappedFile>> files,
               std::unordered_map<std::string, FileTensor> tensors)
-      : desc_(std::move(desc)), files_(std::move(files)), tensors_(std::move(tensors)) {}
+      : desc_(utf8_sanitize(desc)), files_(std::move(files)), tensors_(std::move(tensors)) {}
 
   std::string describe() const override {
     std::string d = desc_;
@@ -119,6 +144,7 @@ class FileWeights final : public WeightSource {
                   "; the model needs [" + std::to_string(n) + "]");
     std::vector<float> v(static_cast<size_t>(n));
     row_to_float(t, 0, v.data());
+    if (const int64_t bad = first_non_finite(v.data(), n); bad >= 0) non_finite_error(t, 0, bad);
     b.copy_to_device(dst, v.data(), size_t(n) * sizeof(float));
     bytes_ += double(t.nbytes);
   }
@@ -133,13 +159,26 @@ class FileWeights final : public WeightSource {
     return it->second;
   }
 
+  // Converts t to w's type in host_ (and scales_), refusing NaN and infinity: every element is
+  // looked at anyway, so the check costs one compare per element.
   void convert(const FileTensor& t, DeviceWeight& w) {
     const int64_t rows = w.n_out, cols = w.n_in;
+    int64_t bad_row = rows, bad_col = 0;  // the first non-finite element (rows: none)
+    auto note_bad = [&](int64_t r, int64_t c) {
+      if (c < 0) return;
+#pragma omp critical(latprof_bad_weight)
+      if (r < bad_row) {
+        bad_row = r;
+        bad_col = c;
+      }
+    };
     if (w.type == WeightType::f16) {
       host_.resize(size_t(rows * cols) * 2);
       auto* dst = reinterpret_cast<uint16_t*>(host_.data());
       if (t.dtype == FileDType::f16 && t.permuted_heads == 0) {
         std::memcpy(dst, t.data, size_t(rows * cols) * 2);
+        const int64_t bad = first_non_finite_f16(dst, rows * cols);
+        if (bad >= 0) non_finite_error(t, bad / cols, bad % cols);
         return;
       }
       if (t.dtype == FileDType::q8_0) q8_to_f16_ = true;
@@ -149,9 +188,16 @@ class FileWeights final : public WeightSource {
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
           row_to_float(t, r, row.data());
+          note_bad(r, first_non_finite(row.data(), cols));
           for (int64_t i = 0; i < cols; ++i) dst[r * cols + i] = float_to_half(row[size_t(i)]);
         }
       }
+      if (bad_row < rows) non_finite_error(t, bad_row, bad_col);
+      // Finite values beyond FP16's range (|x| > 65504) became infinity.
+      if (const int64_t big = first_non_finite_f16(dst, rows * cols); big >= 0)
+        usage_error(t.file + ": tensor " + t.name + " holds a value beyond FP16's range (row " +
+                    std::to_string(big / cols) + ", column " + std::to_string(big % cols) +
+                    "); run it with --dtype int8");
       return;
     }
     // INT8, symmetric, one scale per output row.
@@ -168,6 +214,7 @@ class FileWeights final : public WeightSource {
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         row_to_float(t, r, row.data());
+        note_bad(r, first_non_finite(row.data(), cols));
         float amax = 0;
         for (float x : row) amax = std::max(amax, std::fabs(x));
         const float scale = amax / 127.f;
@@ -179,6 +226,7 @@ class FileWeights final : public WeightSource {
         scales_[size_t(r)] = scale;
       }
     }
+    if (bad_row < rows) non_finite_error(t, bad_row, bad_col);
   }
 
   std::string desc_;
@@ -295,6 +343,32 @@ OpenedModel open_gguf(const std::string& path, std::shared_ptr<MappedFile> file)
   c.max_seq_len = g->get_int("llama.context_length");
   c.rope_theta = g->opt_float("llama.rope.freq_base").value_or(10000.0);
   c.norm_eps = g->opt_float("llama.attention.layer_norm_rms_epsilon").value_or(1e-5);
+  // Rope scaling as llama.cpp reads it: a factor (llama.rope.scaling.factor, or the older
+  // llama.rope.scale_linear) is linear interpolation unless the type says otherwise; Llama 3.1's
+  // rule comes as per-frequency divisors in the tensor rope_freqs.weight.
+  const std::string rs_type = g->opt_string("llama.rope.scaling.type").value_or("linear");
+  if (rs_type != "linear" && rs_type != "none")
+    usage_error(where + ": metadata key 'llama.rope.scaling.type' is '" + rs_type +
+                "'; supported: none, linear");
+  std::optional<double> rs_factor = g->opt_float("llama.rope.scaling.factor");
+  if (!rs_factor || *rs_factor == 0) rs_factor = g->opt_float("llama.rope.scale_linear");
+  if (rs_type == "linear" && rs_factor && *rs_factor != 0 && *rs_factor != 1) {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = *rs_factor;
+  }
+  if (auto af = g->opt_float("llama.rope.scaling.attn_factor"); af && *af != 1)
+    usage_error(where + ": metadata key 'llama.rope.scaling.attn_factor' is " +
+                std::to_string(*af) + "; latprof supports only 1 (no YaRN attention scaling)");
+  if (auto sw = g->opt_int("llama.attention.sliding_window"); sw && *sw > 0) c.sliding_window = *sw;
+  if (auto e = g->opt_int("llama.expert_count"); e && *e > 0)
+    usage_error(where + ": metadata key 'llama.expert_count' is " + std::to_string(*e) +
+                "; mixture-of-experts models are not supported");
+  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"})
+    if (auto kl = g->opt_int(key);
+        kl && c.n_heads > 0 && c.dim % c.n_heads == 0 && *kl != c.dim / c.n_heads)
+      usage_error(where + ": metadata key '" + key + "' is " + std::to_string(*kl) +
+                  "; latprof supports head dimensions of embedding_length / head_count (" +
+                  std::to_string(c.dim / c.n_heads) + ")");
   const gguf::TensorInfo* emb = g->find_tensor("token_embd.weight");
   if (!emb) usage_error(where + ": missing tensor token_embd.weight (tok_embeddings)");
   if (emb->dims.size() != 2 || emb->dims[1] > (uint64_t(1) << 22))
@@ -304,12 +378,33 @@ OpenedModel open_gguf(const std::string& path, std::shared_ptr<MappedFile> file)
     usage_error(where + ": metadata key 'llama.vocab_size' is " + std::to_string(*vs) +
                 " but tensor token_embd.weight has " + std::to_string(c.vocab_size) + " rows");
   c.tie_embeddings = g->find_tensor("output.weight") == nullptr;
+  if (const gguf::TensorInfo* rf = g->find_tensor("rope_freqs.weight")) {
+    const FileTensor t = gguf::to_file_tensor(*g, *rf);
+    const int64_t half = c.n_heads > 0 ? c.dim / c.n_heads / 2 : 0;
+    if (t.rows() != 1 || t.numel() != half || half <= 0)
+      usage_error(where + ": tensor rope_freqs.weight has shape " + shape_str(t.shape) +
+                  "; the model needs [" + std::to_string(half) + "] (head_dim / 2)");
+    std::vector<float> f(static_cast<size_t>(half));
+    row_to_float(t, 0, f.data());
+    c.rope_scaling.freq_factors.assign(f.begin(), f.end());
+  }
   validate_config(c, where);
   if (auto rd = g->opt_int("llama.rope.dimension_count"); rd && *rd != c.head_dim())
     usage_error(where + ": metadata key 'llama.rope.dimension_count' is " + std::to_string(*rd) +
                 "; latprof supports rotary embeddings over the whole head (" +
                 std::to_string(c.head_dim()) + ")");
 
+  // A tensor latprof would not use (a bias, an extra projection) changes the model: refuse it.
+  {
+    std::unordered_map<std::string, int> used;
+    for (const auto& e : expected_tensors(c, true)) used[e.file_name] = 1;
+    used["rope_freqs.weight"] = 1;
+    for (const auto& t : g->tensors)
+      if (!used.count(t.name))
+        usage_error(where + ": tensor " + t.name + " is not part of the Llama architecture " +
+                    "latprof runs" +
+                    (t.name.ends_with(".bias") ? " (biases are not supported)" : ""));
+  }
   std::unordered_map<std::string, FileTensor> all;
   std::string dtype = "F32";
   auto tensors = collect_tensors(
@@ -392,6 +487,37 @@ OpenedModel open_hf_dir(const fs::path& dir) {
   c.rope_theta = json_num(cj, "rope_theta", where, 10000.0);
   c.norm_eps = json_num(cj, "rms_norm_eps", where, 1e-6);
   c.tie_embeddings = cj.value("tie_word_embeddings", false);
+  if (cj.contains("rope_scaling"))
+    c.rope_scaling = rope_scaling_from_json(cj["rope_scaling"], where);
+  if (cj.contains("rope_scaling") && cj["rope_scaling"].is_object() &&
+      cj["rope_scaling"].contains("freq_factors"))
+    usage_error(where + ": field 'rope_scaling.freq_factors' is not a Hugging Face field");
+  if (cj.contains("sliding_window") && !cj["sliding_window"].is_null() &&
+      !(cj.contains("use_sliding_window") && cj["use_sliding_window"] == false)) {
+    if (mt != "mistral")
+      usage_error(where + ": field 'sliding_window' is set but model_type '" + mt +
+                  "' has no sliding window in Hugging Face transformers; remove it or use "
+                  "model_type 'mistral'");
+    c.sliding_window = json_int(cj, "sliding_window", where);
+    if (c.sliding_window <= 0)
+      usage_error(where + ": field 'sliding_window' is " + std::to_string(c.sliding_window) +
+                  "; it must be positive (or null for none)");
+  }
+  // Fields that change the computation in ways latprof does not implement.
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (cj.contains(key) && !cj[key].is_null() && cj[key] != false)
+      usage_error(where + ": field '" + key + "' is " + cj[key].dump() +
+                  "; latprof supports Llama layers without biases");
+  if (cj.contains("partial_rotary_factor") && !cj["partial_rotary_factor"].is_null() &&
+      json_num(cj, "partial_rotary_factor", where, 1.0) != 1.0)
+    usage_error(where +
+                ": field 'partial_rotary_factor' is not 1; latprof supports rotary "
+                "embeddings over the whole head");
+  if (cj.contains("quantization_config"))
+    usage_error(where +
+                ": field 'quantization_config' is set; quantised Hugging Face checkpoints "
+                "(GPTQ, AWQ, bitsandbytes ...) are not supported: use an F16/BF16/F32 checkpoint "
+                "or a GGUF file");
   validate_config(c, where);
   if (cj.contains("head_dim") && !cj["head_dim"].is_null() &&
       json_int(cj, "head_dim", where) != c.head_dim())
@@ -457,6 +583,10 @@ OpenedModel open_hf_dir(const fs::path& dir) {
   }
   for (auto& [name, f] : weight_map)
     if (!all.count(name)) usage_error(index_path.string() + ": tensor " + name + " is not in " + f);
+  for (auto& [name, t] : all)
+    if (name.ends_with(".bias"))
+      usage_error(t.file + ": tensor " + name +
+                  " is a bias; latprof supports Llama layers without biases");
 
   std::string dtype = "F16";
   auto tensors = collect_tensors(
@@ -507,7 +637,8 @@ bool is_model_file(const std::string& path) {
   return path.find('/') != std::string::npos && !path.ends_with(".json");
 }
 
-OpenedModel open_model_file(const std::string& path) {
+namespace {
+OpenedModel open_any(const std::string& path) {
   std::error_code ec;
   const auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) usage_error("model path '" + path + "' does not exist");
@@ -524,6 +655,17 @@ OpenedModel open_model_file(const std::string& path) {
   usage_error("'" + path +
               "' is not a model file: expected a GGUF file (magic 'GGUF') or a "
               "Hugging Face directory with config.json and *.safetensors");
+}
+}  // namespace
+
+OpenedModel open_model_file(const std::string& path) {
+  OpenedModel m = open_any(path);
+  // Paths and metadata strings go into JSON reports, which must be valid UTF-8.
+  m.config.name = utf8_sanitize(m.config.name);
+  m.config.description = utf8_sanitize(m.config.description);
+  m.config.source = utf8_sanitize(m.config.source);
+  m.source = utf8_sanitize(m.source);
+  return m;
 }
 
 }  // namespace latprof

@@ -224,6 +224,12 @@ void describe(V& v, R& r) {
     d("vocab_size", kInteger, {"token", "vocabulary size", kMin1});
     d("max_seq_len", kInteger, {"token", "context length", kMin1});
     d("rope_theta", kNumber, {"", "RoPE base", kOptional});
+    d("rope_scaling", kAny,
+      {"", "rotary frequency scaling (type linear or llama3 and its factors); null: none",
+       kOptional | kNullable});
+    d("sliding_window", kInteger,
+      {"token", "keys a query attends to (Mistral); absent or 0: the whole context",
+       kOptional | kMin0});
     d("norm_eps", kNumber, {"", "RMSNorm epsilon", kOptional});
     d("tie_embeddings", kBoolean, {"", "LM head shares the embedding", kOptional});
     d("params", kNumber, {"count", "parameters", kOptional | kMin0});

@@ -8,11 +8,7 @@ void forward(LoadedModel& m, Profiler& prof, int64_t n_seq, int64_t n_new,
   const ModelConfig& c = m.config();
   const int64_t rows = n_seq * n_new;
   const float eps = float(c.norm_eps);
-  AttentionShape shape;
-  shape.n_heads = int(c.n_heads);
-  shape.n_kv_heads = int(c.n_kv_heads);
-  shape.head_dim = int(c.head_dim());
-  shape.rope_theta = float(c.rope_theta);
+  const AttentionShape& shape = m.attention_shape;
 
   {
     auto s = prof.op(Op::embed);

@@ -38,6 +38,12 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
       max_rows_(n_seq * max_rows_per_seq),
       ctx_cap_(ctx_cap) {
   check_fits(footprint(cfg, wtype, backend, n_seq, max_rows_per_seq, ctx_cap), backend, cfg.name);
+  attention_shape.n_heads = int(cfg.n_heads);
+  attention_shape.n_kv_heads = int(cfg.n_kv_heads);
+  attention_shape.head_dim = int(cfg.head_dim());
+  attention_shape.rope_theta = float(cfg.rope_theta);
+  attention_shape.rope_inv_freq = cfg.rope_inv_freq();
+  attention_shape.sliding_window = cfg.sliding_window;
   const int64_t d = cfg.dim, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ffn = cfg.ffn_dim;
   try {
     tok_embeddings = make_weight(WeightType::f16, cfg.vocab_size, d, "token embeddings");

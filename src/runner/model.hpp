@@ -58,6 +58,8 @@ class LoadedModel {
   float* final_norm = nullptr;
   DeviceWeight output;  // LM head (shares tok_embeddings' data when tied)
   std::vector<KvLayer> kv;
+  // Heads, rotary frequencies (rope scaling applied) and sliding window, from the config.
+  AttentionShape attention_shape;
 
   // Scratch activations, sized for max_rows rows: x (residual stream), xb (normed), q, k, v,
   // att (attention output), proj (o_proj / down output), gate, up, last (rows for the LM head),

@@ -17,6 +17,7 @@
 #include "core/format.hpp"
 #include "core/progress.hpp"
 #include "latprof/build_info.hpp"
+#include "model/detokenizer.hpp"
 #include "model/open.hpp"
 #include "roofline/fit.hpp"
 #include "roofline/physics.hpp"
@@ -123,6 +124,7 @@ class Request {
   RequestTimes run(int64_t n_out, bool timeline, bool progress) {
     Backend& b = m_.backend();
     RequestTimes t;
+    StreamingDetokenizer detok(tok_);  // UTF-8 safe: holds back a character split across tokens
     const int64_t B = o_.batch;
     b.reset_events();
     prof_.clear();
@@ -178,7 +180,7 @@ class Request {
     }
     const double t_in_host0 = now_ms();
     const double sample0 = b.elapsed_ms(ev_prefill1, ev_sample1);
-    detokenize(t, next[0]);
+    detokenize(t, detok, next[0]);
     const double t_first = now_ms();
     t.token_ms.push_back(t_first);
     t.stage_ms[int(Stage::prefill)] = t_in_host0 - t_tokenized - sample0;
@@ -220,7 +222,7 @@ class Request {
       b.synchronize();
       const double t_in_host = now_ms();
       const double fwd = b.elapsed_ms(ev0, ev1), smp = b.elapsed_ms(ev1, ev2);
-      detokenize(t, next[0]);
+      detokenize(t, detok, next[0]);
       const double t_tok = now_ms();
       t.token_ms.push_back(t_tok);
       t.stage_ms[int(Stage::decode)] += t_in_host - t_prev - smp;
@@ -238,6 +240,7 @@ class Request {
       bar.advance();
     }
     bar.finish();
+    t.output_text += detok.finish();  // an incomplete character at the end becomes U+FFFD
 
     // ---- serialize: the response a server would send ----
     {
@@ -289,10 +292,11 @@ class Request {
     p.seed = o_.seed;
     return p;
   }
-  // Appends the text of sequence 0's new token; ids are kept beside the text.
-  void detokenize(RequestTimes& t, int32_t id) {
+  // Appends the text of sequence 0's new token (UTF-8 safe: a character split across tokens is
+  // held back until complete); ids are kept beside the text.
+  static void detokenize(RequestTimes& t, StreamingDetokenizer& detok, int32_t id) {
     NvtxRange r("detokenize");
-    t.output_text += tok_.decode_token(id);
+    t.output_text += detok.push(id);
     t.output_ids.push_back(id);
   }
   static void push_stage(RequestTimes& t, const char* name, double start_ms, double dur_ms,

@@ -218,8 +218,10 @@ TEST(GpuOps, Rope) {
     int64_t n_seq, n_new;
     int32_t pos0;
     int heads, kv, hd;
+    bool scaled = false;  // a frequency table with rope scaling applied
   };
-  for (C c : {C{1, 1, 0, 4, 2, 64}, C{2, 17, 5, 8, 2, 128}, C{1, 3, 70000, 4, 4, 96}}) {
+  for (C c : {C{1, 1, 0, 4, 2, 64}, C{2, 17, 5, 8, 2, 128}, C{1, 3, 70000, 4, 4, 96},
+              C{1, 3, 70000, 4, 4, 96, true}}) {
     const int64_t rows = c.n_seq * c.n_new;
     std::vector<float> q = round_f16(random_vector(size_t(rows * c.heads * c.hd), 6, -2, 2));
     std::vector<float> k = round_f16(random_vector(size_t(rows * c.kv * c.hd), 7, -2, 2));
@@ -227,11 +229,17 @@ TEST(GpuOps, Rope) {
     auto dk = upload_act(b, k);
     DevBuf dp(b, 4);
     b->copy_to_device(dp.get(), &c.pos0, 4);
-    AttentionShape s{c.heads, c.kv, c.hd, 10000.f};
+    AttentionShape s{c.heads, c.kv, c.hd, 10000.f, {}, 0};
+    if (c.scaled) {  // as llama3 scaling: high frequencies kept, low ones divided
+      s.rope_inv_freq = s.inv_freq();
+      for (size_t i = 0; i < s.rope_inv_freq.size(); ++i)
+        s.rope_inv_freq[i] /= i < 10 ? 1.0 : i < 20 ? 3.0 : 8.0;
+    }
     b->rope(dq->get(), dk->get(), c.n_seq, c.n_new, dp.as<int32_t>(), s);
     std::vector<int32_t> pos(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = c.pos0 + int32_t(r % c.n_new);
-    cpu::rope(q.data(), k.data(), pos.data(), rows, c.heads, c.kv, c.hd, 10000.f);
+    const std::vector<double> inv_freq = s.inv_freq();
+    cpu::rope(q.data(), k.data(), pos.data(), rows, c.heads, c.kv, c.hd, inv_freq.data());
     EXPECT_TRUE(all_close(download_act(b, dq->get(), int64_t(q.size())), q, 4e-3, 2e-3));
     EXPECT_TRUE(all_close(download_act(b, dk->get(), int64_t(k.size())), k, 4e-3, 2e-3));
   }
@@ -243,6 +251,7 @@ TEST(GpuOps, Rope) {
 struct AttnCase {
   int64_t n_seq, n_new, pos0, ctx_cap;
   int heads, kv, hd;
+  int64_t window = 0;  // sliding window; 0: none
 };
 void PrintTo(const AttnCase& c, std::ostream* os) {
   *os << "seq=" << c.n_seq << " new=" << c.n_new << " pos0=" << c.pos0 << " cap=" << c.ctx_cap
@@ -274,7 +283,7 @@ TEST_P(GpuAttention, MatchesCpu) {
   auto dv = upload_act(b, v);
   poison(b, dout);
   KvLayer kv{dkc.get(), dvc.get(), c.ctx_cap, kv_dim};
-  AttentionShape s{c.heads, c.kv, c.hd, 10000.f};
+  AttentionShape s{c.heads, c.kv, c.hd, 10000.f, {}, c.window};
   b->attention(dq->get(), dk->get(), dv->get(), kv, c.n_seq, c.n_new, dp.as<int32_t>(), s,
                dout.get());
 
@@ -282,7 +291,7 @@ TEST_P(GpuAttention, MatchesCpu) {
                 vch.data());
   std::vector<float> ref(static_cast<size_t>(rows * q_dim));
   cpu::attention(q.data(), kch.data(), vch.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.heads,
-                 c.kv, c.hd, ref.data());
+                 c.kv, c.hd, ref.data(), c.window);
   EXPECT_TRUE(all_close(download_act(b, dout.get(), rows * q_dim), ref, 2e-3, 4e-3));
   // The appended K rows landed in the cache.
   std::vector<uint16_t> kgot(kch.size());
@@ -300,12 +309,18 @@ INSTANTIATE_TEST_SUITE_P(
         // decode (split-context kernel + reduction): short, exactly one split, long, GQA 8
         AttnCase{1, 1, 0, 16, 4, 4, 128}, AttnCase{2, 1, 127, 128, 8, 2, 128},
         AttnCase{1, 1, 3000, 4096, 32, 8, 128}, AttnCase{3, 1, 700, 701, 16, 2, 64},
-        AttnCase{1, 1, 200, 300, 6, 2, 80}),
+        AttnCase{1, 1, 200, 300, 6, 2, 80},
+        // sliding window (cpu::attention with a window): prefill tiles that start past the
+        // window, decode splits before the window skipped, window inside one split
+        AttnCase{1, 300, 0, 310, 8, 8, 128, 50}, AttnCase{1, 45, 20, 70, 6, 2, 96, 30},
+        AttnCase{1, 1, 3000, 4096, 32, 8, 128, 1000}, AttnCase{2, 1, 127, 128, 8, 2, 128, 64},
+        AttnCase{3, 1, 700, 701, 16, 2, 64, 129}, AttnCase{1, 4, 500, 510, 8, 2, 64, 3}),
     [](const ::testing::TestParamInfo<AttnCase>& i) {
       const AttnCase& c = i.param;
       return std::string(c.n_new == 1 ? "decode" : "prefill") + "_seq" + std::to_string(c.n_seq) +
              "_new" + std::to_string(c.n_new) + "_pos" + std::to_string(c.pos0) + "_h" +
-             std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd);
+             std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd) +
+             (c.window > 0 ? "_w" + std::to_string(c.window) : "");
     });
 
 // ---- swiglu and add: fp32 math, fp16 output
@@ -407,7 +422,7 @@ TEST(GpuOps, DecodeStepGraphReplayMatchesCpu) {
   auto dk = upload_act(b, k);
   auto dv = upload_act(b, v);
   KvLayer kv{dkc.get(), dvc.get(), ctx_cap, kv_dim};
-  AttentionShape s{heads, kvh, hd, 10000.f};
+  AttentionShape s{heads, kvh, hd, 10000.f, {}, 0};
   for (int32_t pos : {100, 229, 230, 599}) {  // eager, captured, replayed, replayed
     b->copy_to_device(dp.get(), &pos, 4);
     const int e0 = b->record_event();

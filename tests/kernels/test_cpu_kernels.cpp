@@ -210,9 +210,13 @@ TEST_P(Kernels, LinearEveryDecodeBatch) {
 struct AttnCase {
   int64_t n_seq, n_new, pos0, ctx_cap;
   int n_heads, n_kv_heads, hd;
+  int64_t window = 0;  // sliding window (keys); 0: none
+  // The first key a query at position p sees.
+  int64_t first_key(int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
 };
 
-// Double-precision causal GQA over the fp16 cache (the cache values are exact halves).
+// Double-precision causal GQA over the fp16 cache (the cache values are exact halves), keys
+// [first_key(p), p] for a query at position p.
 std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q,
                                   const std::vector<uint16_t>& kc,
                                   const std::vector<uint16_t>& vc) {
@@ -224,10 +228,10 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q
       for (int h = 0; h < c.n_heads; ++h) {
         const int64_t row = (s * c.n_new + t) * c.n_heads + h;
         const int kvh = h / group;
-        const int64_t n_keys = c.pos0 + t + 1;
-        std::vector<double> sc(static_cast<size_t>(n_keys));
+        const int64_t n_keys = c.pos0 + t + 1, first = c.first_key(c.pos0 + t);
+        std::vector<double> sc(static_cast<size_t>(n_keys), -INFINITY);
         double mx = -1e300;
-        for (int64_t j = 0; j < n_keys; ++j) {
+        for (int64_t j = first; j < n_keys; ++j) {
           double dot = 0;
           for (int d = 0; d < c.hd; ++d)
             dot += double(q[size_t(row * c.hd + d)]) *
@@ -236,10 +240,10 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q
           mx = std::max(mx, sc[size_t(j)]);
         }
         double den = 0;
-        for (auto& v : sc) den += (v = std::exp(v - mx));
+        for (auto& v : sc) den += (v = std::exp(v - mx));  // exp(-inf) = 0 outside the window
         for (int d = 0; d < c.hd; ++d) {
           double o = 0;
-          for (int64_t j = 0; j < n_keys; ++j)
+          for (int64_t j = first; j < n_keys; ++j)
             o += sc[size_t(j)] *
                  half_to_float(vc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
           out[size_t(row * c.hd + d)] = o / den;
@@ -252,12 +256,14 @@ void check_attention(const AttnCase& c, uint32_t seed) {
   const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd;
   // Cache: random halves for the positions already written by earlier steps [0, pos0); NaN for
   // everything later, so a kernel that reads a position it must not see (a causal-mask bug, or a
-  // position kv_store did not write) produces NaN.
+  // position kv_store did not write) produces NaN. With a sliding window, the positions no new
+  // token sees are NaN too.
   std::vector<uint16_t> kc(size_t(c.n_seq * c.ctx_cap * kv_dim), kHalfNaN), vc = kc;
   const std::vector<uint16_t> k_old = random_f16(kc.size(), seed),
                               v_old = random_f16(kc.size(), seed + 1);
+  const int64_t first_seen = c.first_key(c.pos0);
   for (int64_t s = 0; s < c.n_seq; ++s)
-    for (int64_t p = 0; p < c.pos0; ++p)
+    for (int64_t p = first_seen; p < c.pos0; ++p)
       for (int64_t i = 0; i < kv_dim; ++i) {
         const size_t at = size_t((s * c.ctx_cap + p) * kv_dim + i);
         kc[at] = k_old[at];
@@ -276,7 +282,8 @@ void check_attention(const AttnCase& c, uint32_t seed) {
       for (int64_t i = 0; i < kv_dim; ++i) {
         const size_t at = size_t((s * c.ctx_cap + p) * kv_dim + i);
         uint16_t want_k = kHalfNaN, want_v = kHalfNaN;
-        if (p < c.pos0) {
+        if (p < first_seen) {
+        } else if (p < c.pos0) {
           want_k = k_old[at];
           want_v = v_old[at];
         } else if (p < c.pos0 + c.n_new) {
@@ -290,12 +297,12 @@ void check_attention(const AttnCase& c, uint32_t seed) {
   const std::vector<double> ref = attention_ref(c, q, kc, vc);
   std::vector<float> out(ref.size(), kNaN);
   attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.n_heads,
-            c.n_kv_heads, c.hd, out.data());
+            c.n_kv_heads, c.hd, out.data(), c.window);
   // Outputs are convex combinations of |v| <= 1: fp32 dot products of hd terms, fp32 exp
   // (vectorised: a few ulp) and fp32 sums over <= a few hundred keys give errors ~1e-6.
   EXPECT_TRUE(close(ref, out.data(), 2e-5, 1e-5))
       << "n_seq=" << c.n_seq << " n_new=" << c.n_new << " pos0=" << c.pos0 << " heads=" << c.n_heads
-      << "/" << c.n_kv_heads << " hd=" << c.hd;
+      << "/" << c.n_kv_heads << " hd=" << c.hd << " window=" << c.window;
 }
 
 TEST_P(Kernels, AttentionGqaCausal) {
@@ -308,10 +315,21 @@ TEST_P(Kernels, AttentionGqaCausal) {
   check_attention({2, 2, 70, 80, 4, 1, 40}, 17);     // chunk merge, MQA, hd % 16 != 0
 }
 
-TEST_P(Kernels, AttentionPrefillMatchesDecode) {
-  // A prompt processed in one prefill call and the same prompt fed one token at a time must give
-  // the same outputs for every token: same cache, same keys visible.
-  const AttnCase c{2, 37, 0, 48, 8, 2, 64};
+TEST_P(Kernels, AttentionSlidingWindow) {
+  check_attention({1, 40, 0, 48, 8, 2, 64, 7}, 51);      // prefill, window < prompt
+  check_attention({2, 20, 100, 130, 4, 2, 40, 70}, 52);  // prefill at pos0 > 0, across blocks
+  check_attention({1, 70, 10, 90, 4, 4, 16, 64}, 53);    // window = one key block exactly
+  check_attention({3, 1, 150, 160, 4, 4, 128, 64}, 54);  // decode, window inside the context
+  check_attention({1, 1, 300, 310, 8, 2, 64, 100}, 55);  // decode, window starts mid-block
+  check_attention({1, 4, 300, 310, 8, 2, 64, 1}, 56);    // each token sees only itself
+  check_attention({2, 3, 200, 210, 6, 3, 40, 130}, 57);  // chunk merge under a window
+  check_attention({2, 5, 7, 20, 8, 2, 64, 100}, 58);     // window larger than the context
+}
+
+// A prompt processed in one prefill call and the same prompt fed one token at a time must give
+// the same outputs for every token: same cache, same keys visible.
+void check_prefill_matches_decode(const AttnCase& c) {
+  SCOPED_TRACE("window " + std::to_string(c.window));
   const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd, qd = int64_t(c.n_heads) * c.hd;
   const int64_t rows = c.n_seq * c.n_new;
   const std::vector<float> k = random_f32(size_t(rows * kv_dim), 21, -3, 3);
@@ -321,7 +339,7 @@ TEST_P(Kernels, AttentionPrefillMatchesDecode) {
   std::vector<float> prefill(size_t(rows * qd), kNaN);
   kv_store(k.data(), v.data(), c.n_seq, c.n_new, 0, c.ctx_cap, kv_dim, kc.data(), vc.data());
   attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, 0, c.ctx_cap, c.n_heads, c.n_kv_heads,
-            c.hd, prefill.data());
+            c.hd, prefill.data(), c.window);
 
   std::vector<uint16_t> kc2(kc.size(), kHalfNaN), vc2 = kc2;
   std::vector<double> decode(prefill.size());
@@ -335,7 +353,7 @@ TEST_P(Kernels, AttentionPrefillMatchesDecode) {
     std::vector<float> ot(qt.size(), kNaN);
     kv_store(kt.data(), vt.data(), c.n_seq, 1, t, c.ctx_cap, kv_dim, kc2.data(), vc2.data());
     attention(qt.data(), kc2.data(), vc2.data(), c.n_seq, 1, t, c.ctx_cap, c.n_heads, c.n_kv_heads,
-              c.hd, ot.data());
+              c.hd, ot.data(), c.window);
     for (int64_t s = 0; s < c.n_seq; ++s)
       for (int64_t i = 0; i < qd; ++i)
         decode[size_t((s * c.n_new + t) * qd + i)] = ot[size_t(s * qd + i)];
@@ -344,6 +362,10 @@ TEST_P(Kernels, AttentionPrefillMatchesDecode) {
   EXPECT_EQ(vc, vc2);
   // Same keys, same blocks, same arithmetic per query row: only the order of work differs.
   EXPECT_TRUE(close(decode, prefill.data(), 1e-6, 1e-6));
+}
+
+TEST_P(Kernels, AttentionPrefillMatchesDecode) {
+  for (int64_t window : {0, 5, 20}) check_prefill_matches_decode({2, 37, 0, 48, 8, 2, 64, window});
 }
 
 // ---- small ops ----------------------------------------------------------------------------------
@@ -395,6 +417,41 @@ TEST_P(Kernels, Rope) {
   // float-computed angle at pos 70000 would be off by ~4e-3 and fail.
   EXPECT_TRUE(close(rq, q.data(), 1e-6, 0)) << "q";
   EXPECT_TRUE(close(rk, k.data(), 1e-6, 0)) << "k";
+}
+
+TEST_P(Kernels, RopeScaledFrequencies) {
+  // A frequency table with scaling applied (as ModelConfig::rope_inv_freq gives it: linear
+  // divides all frequencies, llama3 only the low ones): the kernel rotates pair i by
+  // pos * inv_freq[i], whatever the table.
+  const int64_t m = 4;
+  const int n_heads = 2, n_kv_heads = 1, hd = 16;
+  const std::vector<int32_t> pos = {0, 3, 1000, 131071};
+  std::vector<double> inv_freq(hd / 2);
+  for (int i = 0; i < hd / 2; ++i)
+    inv_freq[size_t(i)] = std::pow(500000.0, -2.0 * i / hd) / (i < 3 ? 1.0 : i < 5 ? 2.5 : 8.0);
+  std::vector<float> q = random_f32(size_t(m * n_heads * hd), 43);
+  std::vector<float> k = random_f32(size_t(m * n_kv_heads * hd), 44);
+  auto ref_of = [&](const std::vector<float>& v, int heads) {
+    std::vector<double> r(v.size());
+    for (int64_t t = 0; t < m; ++t)
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < hd / 2; ++i) {
+          const double ang = double(pos[size_t(t)]) * inv_freq[size_t(i)];
+          const size_t a = size_t((t * heads + h) * hd + i), b = a + size_t(hd / 2);
+          r[a] = v[a] * std::cos(ang) - v[b] * std::sin(ang);
+          r[b] = v[b] * std::cos(ang) + v[a] * std::sin(ang);
+        }
+    return r;
+  };
+  const std::vector<double> rq = ref_of(q, n_heads), rk = ref_of(k, n_kv_heads);
+  std::vector<float> q_plain = q;
+  rope(q.data(), k.data(), pos.data(), m, n_heads, n_kv_heads, hd, inv_freq.data());
+  EXPECT_TRUE(close(rq, q.data(), 1e-6, 0)) << "q";
+  EXPECT_TRUE(close(rk, k.data(), 1e-6, 0)) << "k";
+  // And the table matters: the unscaled frequencies give other values.
+  std::vector<float> k_plain(k.size(), 0.f);
+  rope(q_plain.data(), k_plain.data(), pos.data(), m, n_heads, n_kv_heads, hd, 500000.f);
+  EXPECT_FALSE(close(rq, q_plain.data(), 1e-3, 0));
 }
 
 TEST_P(Kernels, Embed) {

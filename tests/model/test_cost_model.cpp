@@ -72,6 +72,34 @@ TEST(CostModel, DecodeSumsStepsWithGrowingContext) {
   EXPECT_DOUBLE_EQ(sum[int(Op::attention)].kv_bytes, kv);
 }
 
+TEST(CostModel, SlidingWindowBoundsAttention) {
+  // mistral-7b: 32 layers, q_dim 4096, kv_dim 1024, window 4096.
+  const ModelConfig m = find_model("mistral-7b");
+  ModelConfig full = m;
+  full.sliding_window = 0;
+  const Precision p = precision_for("fp16", 2, 2);
+  // Decode inside the window: identical to full attention.
+  const Cost in = forward_cost(m, p, 1, 1, 1000)[int(Op::attention)];
+  const Cost in_full = forward_cost(full, p, 1, 1, 1000)[int(Op::attention)];
+  EXPECT_DOUBLE_EQ(in.flops, in_full.flops);
+  EXPECT_DOUBLE_EQ(in.kv_bytes, in_full.kv_bytes);
+  // Decode past the window: 4096 keys whatever the context.
+  const Cost far = forward_cost(m, p, 1, 1, 20000)[int(Op::attention)];
+  EXPECT_DOUBLE_EQ(far.kv_bytes, 2.0 * 32 * 1024 * 2 * (4096 + 1));
+  EXPECT_DOUBLE_EQ(far.model_flops, 4.0 * 32 * 4096 * 4096);
+  EXPECT_DOUBLE_EQ(far.flops, forward_cost(m, p, 1, 1, 9000)[int(Op::attention)].flops);
+  // Prefill of 6000 tokens: query t sees min(t + 1, 4096) keys.
+  const Cost pre = forward_cost(m, p, 1, 6000, 0)[int(Op::attention)];
+  const double keys = 4096.0 * 4097 / 2 + 4096.0 * (6000 - 4096);
+  const Cost pre_full = forward_cost(full, p, 1, 6000, 0)[int(Op::attention)];
+  EXPECT_NEAR(pre.flops / pre_full.flops, keys / (6000.0 * 6001 / 2), 1e-12);
+  EXPECT_DOUBLE_EQ(pre.model_flops, 4.0 * 32 * 4096 * 6000 * 4096);
+  // Two new tokens at positions 5000 and 5001: together they see keys 905 .. 5001 (4097 rows),
+  // read once; 2 rows written.
+  const Cost two = forward_cost(m, p, 1, 2, 5000)[int(Op::attention)];
+  EXPECT_DOUBLE_EQ(two.kv_bytes, 2.0 * 32 * 1024 * 2 * (2 + 4097));
+}
+
 TEST(CostModel, FootprintOfLlama2_7b) {
   const ModelConfig m = find_model("llama-2-7b");
   const Precision p = precision_for("fp16", 2, 2);

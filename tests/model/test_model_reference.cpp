@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.hpp"
@@ -81,12 +82,21 @@ Greedy latprof_greedy(const std::string& path, const std::vector<int32_t>& promp
   return g;
 }
 
-TEST(NumpyReference, LogitsAndGreedyTokensAgree) {
-  const std::string py = python_with_numpy();
-  if (py.empty())
-    GTEST_SKIP() << "python3 with numpy not available (apt-get install python3-numpy)";
-  const TinyLlama model = make_tiny_llama(21);
-  const std::string dir = temp_dir("ref");
+double rel_l2(const std::vector<double>& want, const std::vector<float>& got) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// One model variant: the reference's logits and greedy tokens against latprof's, loaded from
+// safetensors and from GGUF. Returns the reference's logits.
+std::vector<double> check_variant(const std::string& py, const TinyLlama& model,
+                                  const std::string& name) {
+  SCOPED_TRACE(name);
+  const std::string dir = temp_dir("ref-" + name);
   write_tiny_hf(model, dir + "/hf", "F16");
   write_file(dir + "/t.gguf", tiny_gguf_bytes(model, 1));
   const std::vector<int32_t> prompt = {1, 283, 288, 40, 7, 300};
@@ -100,22 +110,19 @@ TEST(NumpyReference, LogitsAndGreedyTokensAgree) {
   const std::string out = run(py + " " LATPROF_TEST_DIR "/reference/llama_ref.py --model " + dir +
                                   "/hf --tokens " + toks + " --steps " + std::to_string(kSteps),
                               &st);
-  ASSERT_EQ(st, 0) << out;
+  EXPECT_EQ(st, 0) << out;
+  if (st != 0) return {};
   const auto ref = nlohmann::json::parse(out);
   const auto want = ref["logits_last"].get<std::vector<double>>();
   const auto want_greedy = ref["greedy"].get<std::vector<int32_t>>();
   const auto margins = ref["margins"].get<std::vector<double>>();
-  ASSERT_EQ(int64_t(want.size()), model.vocab());
+  EXPECT_EQ(int64_t(want.size()), model.vocab());
+  if (int64_t(want.size()) != model.vocab()) return {};
 
   for (const std::string& path : {dir + "/hf", dir + "/t.gguf"}) {
     SCOPED_TRACE(path);
     const Greedy g = latprof_greedy(path, prompt, kSteps);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      num += (g.logits_last[i] - want[i]) * (g.logits_last[i] - want[i]);
-      den += want[i] * want[i];
-    }
-    EXPECT_LT(std::sqrt(num / den), kTolerance);
+    EXPECT_LT(rel_l2(want, g.logits_last), kTolerance);
     // Greedy tokens agree while the reference's choice is clear (margin above fp16 noise).
     for (int s = 0; s < kSteps; ++s) {
       if (g.tokens[size_t(s)] != want_greedy[size_t(s)]) {
@@ -124,6 +131,57 @@ TEST(NumpyReference, LogitsAndGreedyTokensAgree) {
         break;
       }
     }
+  }
+  return want;
+}
+
+TEST(NumpyReference, LogitsAndGreedyTokensAgree) {
+  const std::string py = python_with_numpy();
+  if (py.empty())
+    GTEST_SKIP() << "python3 with numpy not available (apt-get install python3-numpy)";
+  const TinyLlama plain = make_tiny_llama(21);
+  const std::vector<double> base = check_variant(py, plain, "plain");
+  ASSERT_FALSE(base.empty());
+
+  // Rope scaling and a sliding window smaller than the sequence (6 prompt + 4 generated tokens).
+  // head_dim 16 and theta 10: 8 frequencies with wavelengths 6.3 .. 47 positions; llama3 with an
+  // original context of 32 keeps the first, blends the next five and divides the last two.
+  // Each variant names the one it differs from by a single feature.
+  struct Variant {
+    std::string name, baseline;
+    TinyLlama model;
+  };
+  std::vector<Variant> variants;
+  TinyLlama m = plain;
+  m.rope_theta = 10.f;  // fast rotations, so position scaling moves the logits within 10 tokens
+  variants.push_back({"theta10", "plain", m});
+  m.rope_scaling = {{"type", "linear"}, {"factor", 4.0}};
+  variants.push_back({"linear", "theta10", m});
+  m.rope_scaling = {{"rope_type", "llama3"},
+                    {"factor", 8.0},
+                    {"low_freq_factor", 1.0},
+                    {"high_freq_factor", 4.0},
+                    {"original_max_position_embeddings", 32}};
+  variants.push_back({"llama3", "theta10", m});
+  m = plain;
+  m.sliding_window = 3;
+  variants.push_back({"window3", "plain", m});
+  m.rope_theta = 10.f;
+  m.rope_scaling = {{"rope_type", "linear"}, {"factor", 2.0}};
+  m.sliding_window = 5;
+  variants.push_back({"window5-linear", "theta10", m});
+  std::map<std::string, std::vector<double>> refs = {{"plain", base}};
+  for (const auto& v : variants) {
+    const std::vector<double> want = check_variant(py, v.model, v.name);
+    ASSERT_FALSE(want.empty()) << v.name;
+    // The feature must change the reference's logits well beyond the tolerance, or agreeing with
+    // the reference would not show that latprof honours it.
+    const std::vector<double>& b = refs.at(v.baseline);
+    const double diff = rel_l2(want, std::vector<float>(b.begin(), b.end()));
+    EXPECT_GT(diff, 5 * kTolerance) << v.name << " vs " << v.baseline;
+    std::printf("%s vs %s: relative L2 difference of the reference logits %.3g\n", v.name.c_str(),
+                v.baseline.c_str(), diff);
+    refs[v.name] = want;
   }
 }
 

@@ -3,7 +3,9 @@
 
 Written from the published Llama architecture (RMSNorm, rotary embeddings in the rotate_half
 convention, grouped-query causal attention, SwiGLU feed-forward), not from latprof's C++. It
-reads config.json and the *.safetensors files itself and computes in float64.
+reads config.json and the *.safetensors files itself and computes in float64. Rope scaling
+("linear", "llama3") follows Hugging Face transformers' modeling_rope_utils.py, and Mistral's
+sliding window its attention mask (a query at position i sees keys j with i - W < j <= i).
 
   python3 tests/reference/llama_ref.py --model DIR --tokens 1,5,9 --steps 4
 
@@ -71,22 +73,50 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
+def rope_inv_freq(cfg, hd):
+    """inv_freq as transformers' ROPE_INIT_FUNCTIONS compute it, in float64."""
+    theta = cfg.get("rope_theta", 10000.0)
+    inv_freq = 1.0 / (theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return inv_freq
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind == "default":
+        return inv_freq
+    if kind == "linear":
+        return inv_freq / rs["factor"]
+    if kind == "llama3":
+        factor = rs["factor"]
+        low, high = rs["low_freq_factor"], rs["high_freq_factor"]
+        old_len = rs["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old_len / low, old_len / high
+        wavelen = 2 * np.pi / inv_freq
+        out = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old_len / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+        return np.where(medium, smoothed, out)
+    raise SystemExit(f"rope_scaling type {kind} is not in this reference")
+
+
 def forward(cfg, w, tokens):
     dim = cfg["hidden_size"]
     n_heads = cfg["num_attention_heads"]
     n_kv = cfg.get("num_key_value_heads", n_heads)
     hd = dim // n_heads
     eps = cfg.get("rms_norm_eps", 1e-6)
-    theta = cfg.get("rope_theta", 10000.0)
     T = len(tokens)
     emb = w["model.embed_tokens.weight"]
     x = emb[np.array(tokens)]
     pos = np.arange(T, dtype=np.float64)
-    inv_freq = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    inv_freq = rope_inv_freq(cfg, hd)
     ang = np.outer(pos, inv_freq)  # [T, hd/2]
     cos = np.concatenate([np.cos(ang), np.cos(ang)], axis=-1)[:, None, :]
     sin = np.concatenate([np.sin(ang), np.sin(ang)], axis=-1)[:, None, :]
     mask = np.triu(np.full((T, T), -np.inf), k=1)
+    window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None
+    if window:
+        mask = mask + np.tril(np.full((T, T), -np.inf), k=-window)  # keys j <= i - W hidden
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)

@@ -324,6 +324,35 @@ GgufWriter tiny_gguf(const TinyLlama& m, uint32_t type) {
   g.kv_u32("tokenizer.ggml.bos_token_id", 1);
   g.kv_u32("tokenizer.ggml.eos_token_id", 2);
   g.kv_u32("tokenizer.ggml.unknown_token_id", 0);
+  if (m.sliding_window > 0) g.kv_u32("llama.attention.sliding_window", uint32_t(m.sliding_window));
+  if (m.rope_scaling.is_object()) {
+    const std::string type = m.rope_scaling.value("rope_type", m.rope_scaling.value("type", ""));
+    const double factor = m.rope_scaling.value("factor", 1.0);
+    if (type == "linear") {
+      g.kv_str("llama.rope.scaling.type", "linear");
+      g.kv_f32("llama.rope.scaling.factor", float(factor));
+    } else if (type == "llama3") {
+      // As llama.cpp's convert_hf_to_gguf.py writes Llama 3.1: one divisor per frequency.
+      const double low = m.rope_scaling.at("low_freq_factor").get<double>();
+      const double high = m.rope_scaling.at("high_freq_factor").get<double>();
+      const double old_ctx = m.rope_scaling.at("original_max_position_embeddings").get<double>();
+      const int hd = int(m.dim / m.n_heads);
+      std::vector<float> factors;
+      for (int i = 0; i < hd; i += 2) {
+        const double freq = 1.0 / std::pow(double(m.rope_theta), double(i) / hd);
+        const double wavelen = 2 * M_PI / freq;
+        if (wavelen < old_ctx / high) {
+          factors.push_back(1.f);
+        } else if (wavelen > old_ctx / low) {
+          factors.push_back(float(factor));
+        } else {
+          const double smooth = (old_ctx / wavelen - low) / (high - low);
+          factors.push_back(float(1 / ((1 - smooth) / factor + smooth)));
+        }
+      }
+      g.tensor("rope_freqs.weight", {uint64_t(factors.size())}, 0, encode_f32(factors));
+    }
+  }
   for (const auto& [name, v] : m.weights) {
     const auto& shape = m.shapes.at(name);
     std::vector<uint64_t> dims(shape.rbegin(), shape.rend());
@@ -347,21 +376,25 @@ void write_file(const std::string& path, const std::string& bytes) {
 }
 
 nlohmann::json tiny_config_json(const TinyLlama& m) {
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"hidden_act", "silu"},
-          {"hidden_size", m.dim},
-          {"num_hidden_layers", m.n_layers},
-          {"num_attention_heads", m.n_heads},
-          {"num_key_value_heads", m.n_kv_heads},
-          {"intermediate_size", m.ffn},
-          {"vocab_size", m.vocab()},
-          {"max_position_embeddings", m.max_seq},
-          {"rope_theta", m.rope_theta},
-          {"rms_norm_eps", m.eps},
-          {"tie_word_embeddings", m.tied},
-          {"bos_token_id", 1},
-          {"eos_token_id", 2}};
+  nlohmann::json j = {
+      {"architectures", {m.sliding_window > 0 ? "MistralForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", m.sliding_window > 0 ? "mistral" : "llama"},
+      {"hidden_act", "silu"},
+      {"hidden_size", m.dim},
+      {"num_hidden_layers", m.n_layers},
+      {"num_attention_heads", m.n_heads},
+      {"num_key_value_heads", m.n_kv_heads},
+      {"intermediate_size", m.ffn},
+      {"vocab_size", m.vocab()},
+      {"max_position_embeddings", m.max_seq},
+      {"rope_theta", m.rope_theta},
+      {"rms_norm_eps", m.eps},
+      {"tie_word_embeddings", m.tied},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2}};
+  if (!m.rope_scaling.is_null()) j["rope_scaling"] = m.rope_scaling;
+  if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
+  return j;
 }
 
 nlohmann::json tiny_tokenizer_json(const TinyLlama& m) {

@@ -71,6 +71,12 @@ struct TinyLlama {
   int64_t dim = 64, n_layers = 2, n_heads = 4, n_kv_heads = 2, ffn = 128, max_seq = 256;
   float rope_theta = 10000.f, eps = 1e-5f;
   bool tied = false;
+  // Hugging Face "rope_scaling" (null: none). GGUF gets llama.cpp's form: linear as
+  // llama.rope.scaling.type/factor, llama3 as the tensor rope_freqs.weight.
+  nlohmann::json rope_scaling = nullptr;
+  // Sliding window (0: none); written as model_type "mistral" with "sliding_window", and the GGUF
+  // key llama.attention.sliding_window.
+  int64_t sliding_window = 0;
   // Canonical name (src/model/weights.hpp) -> values in HF orientation, row-major. Every value
   // is k/1024 for an integer |k| <= 127 (norms: 1 + j/128, |j| <= 31), exact in FP16, BF16 and
   // FP32.

@@ -128,8 +128,9 @@ class CpuBackend final : public Backend {
     const int64_t rows = n_seq * n_new;
     positions_.resize(size_t(rows));
     for (int64_t i = 0; i < rows; ++i) positions_[size_t(i)] = int32_t(*pos + i % n_new);
+    const std::vector<double> inv_freq = s.inv_freq();
     cpu::rope(static_cast<float*>(q), static_cast<float*>(k), positions_.data(), rows, s.n_heads,
-              s.n_kv_heads, s.head_dim, s.rope_theta);
+              s.n_kv_heads, s.head_dim, inv_freq.data());
   }
   void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
                  int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) override {
@@ -138,7 +139,7 @@ class CpuBackend final : public Backend {
                   static_cast<uint16_t*>(kv.v));
     cpu::attention(static_cast<const float*>(q), static_cast<const uint16_t*>(kv.k),
                    static_cast<const uint16_t*>(kv.v), n_seq, n_new, *pos, kv.ctx_cap, s.n_heads,
-                   s.n_kv_heads, s.head_dim, static_cast<float*>(out));
+                   s.n_kv_heads, s.head_dim, static_cast<float*>(out), s.sliding_window);
   }
   void swiglu(const void* gate, const void* up, int64_t n, void* out) override {
     cpu::swiglu(static_cast<const float*>(gate), static_cast<const float*>(up), n,

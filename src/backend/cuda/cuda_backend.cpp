@@ -241,8 +241,9 @@ class CudaBackend final : public Backend {
   }
   void rope(void* q, void* k, int64_t n_seq, int64_t n_new, const int32_t* pos,
             const AttentionShape& s) override {
+    const std::vector<double> inv_freq = s.inv_freq();
     cuda::rope(static_cast<__half*>(q), static_cast<__half*>(k), n_seq * n_new, n_new, pos,
-               s.n_heads, s.n_kv_heads, s.head_dim, s.rope_theta, stream_);
+               s.n_heads, s.n_kv_heads, s.head_dim, inv_freq.data(), stream_);
   }
   void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
                  int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) override {
@@ -261,6 +262,7 @@ class CudaBackend final : public Backend {
     a.n_heads = s.n_heads;
     a.n_kv_heads = s.n_kv_heads;
     a.hd = s.head_dim;
+    a.window = s.sliding_window;
     const int group = s.n_kv_heads > 0 ? s.n_heads / s.n_kv_heads : 0;
     if (n_new == 1 && group <= 8) {
       float* scratch = decode_scratch(
