@@ -7,7 +7,13 @@
 // Layouts (row-major):
 //   activations: [rows, width] in the backend's activation type (act_bytes() per element);
 //   linear weights: [n_out, n_in], fp16 or int8 with one fp32 scale per output row;
-//   KV cache of one layer: [n_seq, ctx_cap, kv_dim] in the backend's KV type (kv_bytes()).
+//   KV cache of one layer: paged, [num_blocks * block_size, kv_dim] rows for K and for V in the
+//   backend's KV type (kv_bytes()); position p of a sequence lives in row
+//   block_table[p / block_size] * block_size + p % block_size.
+//
+// Work comes as engine steps (src/engine): the tokens of one step, flattened sequence by
+// sequence, each with its position, KV slot and sequence (StepDesc). There is no separate
+// prefill and decode path in this interface; a backend picks kernels by the step's shape.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -31,11 +37,45 @@ struct DeviceWeight {
   }
 };
 
+// The paged KV cache of one layer.
 struct KvLayer {
-  void* k = nullptr;
+  void* k = nullptr;  // [num_blocks * block_size, kv_dim]
   void* v = nullptr;
-  int64_t ctx_cap = 0;  // positions per sequence
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;  // positions per block
   int64_t kv_dim = 0;
+};
+
+// One engine step on the device (engine::StepBatch uploaded by the runner). The arrays are
+// device int32 at addresses that stay the same from step to step, so a captured step (CUDA
+// graph) replays with new contents. Kernels may size their launches from n_tokens, n_seqs,
+// max_blocks and block_size only; lengths that vary per step are read from the arrays, and
+// max_query_len / max_context_len are hints for choosing a kernel (a step captured for replay
+// passes 1 and max_blocks * block_size).
+struct StepDesc {
+  int64_t n_tokens = 0;         // T: rows of the step's activations
+  int64_t n_seqs = 0;           // S
+  int64_t n_logits = 0;         // rows whose logits are needed
+  int64_t max_query_len = 0;    // most tokens of one sequence in this step (1: all decode)
+  int64_t max_context_len = 0;  // longest context after this step
+  int64_t block_size = 0;
+  int64_t max_blocks = 0;                 // row stride of block_tables (fixed for a model)
+  const int32_t* tokens = nullptr;        // [T] token ids
+  const int32_t* positions = nullptr;     // [T] position of each token in its sequence
+  const int32_t* slots = nullptr;         // [T] KV row each token's K and V are written to
+  const int32_t* seq_of_token = nullptr;  // [T] sequence of each token, 0..S-1
+  const int32_t* query_start = nullptr;   // [S + 1] tokens of sequence s: [qs[s], qs[s + 1])
+  const int32_t* context_lens = nullptr;  // [S] positions in the cache after this step
+  const int32_t* block_tables = nullptr;  // [S, max_blocks]; -1 past a sequence's blocks
+  const int32_t* logits_rows = nullptr;   // [n_logits] rows whose logits are sampled
+};
+
+// What seeds the stochastic sampler for one sampled row: the request (stream) and the index of
+// the token being sampled in it, so a request samples the same tokens whatever it shares a step
+// with.
+struct SampleKey {
+  int64_t stream = 0;
+  int64_t token_index = 0;
 };
 
 struct AttentionShape {
@@ -102,22 +142,23 @@ class Backend {
                        void* out) = 0;
   // y[rows, n_out] = x[rows, n_in] · Wᵀ
   virtual void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) = 0;
-  // q: [n_seq*n_new, n_heads*hd], k: [n_seq*n_new, n_kv*hd]; pos: device int32 scalar holding the
-  // position of the first new token (the same for every sequence). Frequencies: s.inv_freq().
-  virtual void rope(void* q, void* k, int64_t n_seq, int64_t n_new, const int32_t* pos,
-                    const AttentionShape& s) = 0;
-  // Appends k, v to the cache at positions pos..pos+n_new-1, then causal attention of q over the
-  // cache (within s.sliding_window keys when it is set), writing out: [n_seq*n_new, n_heads*hd].
-  virtual void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
-                         int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) = 0;
+  // q: [T, n_heads*hd], k: [T, n_kv*hd]; row r rotated at st.positions[r]. Frequencies:
+  // s.inv_freq(). In place.
+  virtual void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) = 0;
+  // Writes k, v [T, kv_dim] to the cache rows st.slots, then attention of each row r of q over
+  // its sequence's cache positions [0, st.positions[r]] (the last s.sliding_window of them when
+  // it is set), writing out: [T, n_heads*hd]. Causal within a sequence's tokens of the step.
+  virtual void attention(const void* q, const void* k, const void* v, KvLayer& kv,
+                         const StepDesc& st, const AttentionShape& s, void* out) = 0;
   virtual void swiglu(const void* gate, const void* up, int64_t n, void* out) = 0;
   virtual void add(void* x, const void* y, int64_t n) = 0;
-  // Picks the next token of each sequence from logits [n_seq, vocab]; writes device int32 [n_seq].
-  // step: the index of the token being sampled (seeds the stochastic sampler).
-  virtual void sample(const void* logits, int64_t n_seq, int64_t vocab, const SamplingParams& p,
-                      int64_t step, int32_t* tokens_out) = 0;
-  // Gathers rows (last token of each sequence) from x [n_seq*n_new, dim] into out [n_seq, dim].
-  virtual void gather_last(const void* x, int64_t n_seq, int64_t n_new, int64_t dim, void* out) = 0;
+  // Picks the next token of each of n rows of logits [n, vocab]; writes device int32 [n]. keys:
+  // host [n], what seeds the stochastic sampler for each row (greedy ignores them).
+  virtual void sample(const void* logits, int64_t n, int64_t vocab, const SamplingParams& p,
+                      const SampleKey* keys, int32_t* tokens_out) = 0;
+  // out[i, :] = x[rows[i], :] for i < n; rows: device int32 [n]; out must not alias x.
+  virtual void gather_rows(const void* x, const int32_t* rows, int64_t n, int64_t dim,
+                           void* out) = 0;
 
   // ---- time
   // -------------------------------------------------------------------------------------- Marks a
@@ -129,12 +170,15 @@ class Backend {
   virtual void reset_events() = 0;
   virtual std::string clock_name() const = 0;  // "steady_clock", "cudaEvent"
 
-  // ---- decode-step graphs
-  // ------------------------------------------------------------------------ Runs one decode step
-  // whose work `enqueue` issues. A backend may capture it once and replay it (CUDA graphs); then
-  // events recorded inside are not meaningful and supports_op_events_in_step() says so. The default
-  // just calls enqueue().
-  virtual void run_step(const std::function<void()>& enqueue) { enqueue(); }
+  // ---- step graphs ------------------------------------------------------------------------------
+  // Runs one step whose work `enqueue` issues. graph_key >= 0 names a step shape that may be
+  // captured once and replayed (CUDA graphs; the runner passes the sequence count of a step in
+  // which every sequence decodes one token); -1 runs it eagerly. Inside a replay, events recorded
+  // by enqueue are not meaningful. The default just calls enqueue().
+  virtual void run_step(int64_t graph_key, const std::function<void()>& enqueue) {
+    (void)graph_key;
+    enqueue();
+  }
   virtual bool graph_enabled() const { return false; }
   virtual void set_graph_enabled(bool) {}
 

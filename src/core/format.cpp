@@ -1,7 +1,12 @@
 #include "core/format.hpp"
 
 #include <cmath>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "core/error.hpp"
 
 namespace latprof {
 
@@ -62,4 +67,30 @@ std::string fmt_fixed(double v, int decimals) {
   return buf;
 }
 
+}  // namespace latprof
+
+namespace latprof {
+double parse_bytes(const std::string& text, const std::string& flag) {
+  const std::string hint = "; use bytes with a unit, e.g. 8GiB, 512MiB or 2GB";
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  const std::string num = text.substr(0, i), unit = text.substr(i);
+  char* end = nullptr;
+  const double v = num.empty() ? -1 : std::strtod(num.c_str(), &end);
+  if (num.empty() || end != num.c_str() + num.size())
+    usage_error(flag + " '" + text + "' is not an amount of memory" + hint);
+  static const std::pair<const char*, double> units[] = {
+      {"", 1},      {"B", 1},      {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
+      {"TiB", 0x1p40}, {"KB", 1e3},  {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},
+      {"K", 1e3},   {"M", 1e6},    {"G", 1e9},      {"T", 1e12}};
+  for (const auto& [name, scale] : units)
+    if (unit == name) {
+      const double bytes = v * scale;
+      if (!(bytes >= 1) || bytes > 0x1p62)
+        usage_error(flag + " '" + text + "' must be between 1 byte and 4 EiB" + hint);
+      return bytes;
+    }
+  usage_error(flag + " '" + text + "': unknown unit '" + unit + "'" + hint);
+}
 }  // namespace latprof

@@ -10,3 +10,9 @@ std::string fmt_ms(double ms);                         // "12.3 ms", "1.23 s"
 std::string fmt_pct(double fraction);                  // "12.3%"
 std::string fmt_fixed(double v, int decimals);
 }  // namespace latprof
+
+namespace latprof {
+// "8GiB", "512MiB", "1.5GB", "4096" (bytes); binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB,
+// TB) units, B optional. Throws UsageError naming `flag` for anything else, zero, or over 2^62.
+double parse_bytes(const std::string& text, const std::string& flag);
+}  // namespace latprof

@@ -36,7 +36,11 @@ StepBatch build_step(const StepPlan& plan, const Scheduler& s) {
     b.context_lens.push_back(int32_t(q.start + q.num_tokens));
     std::copy(r.blocks.begin(), r.blocks.end(),
               b.block_tables.begin() + std::ptrdiff_t(i * size_t(b.max_blocks)));
-    if (q.sample) b.logits_rows.push_back(int32_t(b.tokens.size() - 1));
+    if (q.sample) {
+      b.logits_rows.push_back(int32_t(b.tokens.size() - 1));
+      b.sample_streams.push_back(r.id);
+      b.sample_index.push_back(int64_t(r.output.size()));
+    }
     b.request_ids.push_back(q.request_id);
   }
   return b;

@@ -12,16 +12,18 @@ namespace latprof::engine {
 
 struct StepBatch {
   int64_t block_size = 0;
-  std::vector<int32_t> tokens;        // [T] token ids
-  std::vector<int32_t> positions;     // [T] absolute position of each token in its sequence
-  std::vector<int32_t> seq_of_token;  // [T] index of the token's sequence in this step
-  std::vector<int32_t> slots;         // [T] KV row: block * block_size + position % block_size
-  std::vector<int32_t> query_start;   // [S + 1] tokens of sequence s: [query_start[s], [s + 1])
-  std::vector<int32_t> context_lens;  // [S] positions in the cache after this step
-  int64_t max_blocks = 0;             // row length of block_tables
-  std::vector<int32_t> block_tables;  // [S, max_blocks]; unused entries hold -1
-  std::vector<int32_t> logits_rows;   // token rows whose logits are sampled, in plan order
-  std::vector<int64_t> request_ids;   // [S]
+  std::vector<int32_t> tokens;          // [T] token ids
+  std::vector<int32_t> positions;       // [T] absolute position of each token in its sequence
+  std::vector<int32_t> seq_of_token;    // [T] index of the token's sequence in this step
+  std::vector<int32_t> slots;           // [T] KV row: block * block_size + position % block_size
+  std::vector<int32_t> query_start;     // [S + 1] tokens of sequence s: [query_start[s], [s + 1])
+  std::vector<int32_t> context_lens;    // [S] positions in the cache after this step
+  int64_t max_blocks = 0;               // row length of block_tables
+  std::vector<int32_t> block_tables;    // [S, max_blocks]; unused entries hold -1
+  std::vector<int32_t> logits_rows;     // token rows whose logits are sampled, in plan order
+  std::vector<int64_t> sample_streams;  // [n_logits] the request each sampled row belongs to
+  std::vector<int64_t> sample_index;    // [n_logits] index of the token it samples in its request
+  std::vector<int64_t> request_ids;     // [S]
 
   int64_t num_tokens() const { return int64_t(tokens.size()); }
   int64_t num_seqs() const { return int64_t(request_ids.size()); }

@@ -2,17 +2,17 @@
 
 namespace latprof {
 
-void forward(LoadedModel& m, Profiler& prof, int64_t n_seq, int64_t n_new,
+void forward(LoadedModel& m, Profiler& prof, const StepDesc& st,
              const std::function<void(int)>& on_layer) {
   Backend& b = m.backend();
   const ModelConfig& c = m.config();
-  const int64_t rows = n_seq * n_new;
+  const int64_t rows = st.n_tokens;
   const float eps = float(c.norm_eps);
   const AttentionShape& shape = m.attention_shape;
 
   {
     auto s = prof.op(Op::embed);
-    b.embed(m.tok_embeddings, m.tokens, rows, m.x);  // x: [rows, dim]
+    b.embed(m.tok_embeddings, st.tokens, rows, m.x);  // x: [rows, dim]
   }
   for (int l = 0; l < int(c.n_layers); ++l) {
     LayerWeights& w = m.layers[size_t(l)];
@@ -28,11 +28,11 @@ void forward(LoadedModel& m, Profiler& prof, int64_t n_seq, int64_t n_new,
     }
     {
       auto s = prof.op(Op::rope, l);
-      b.rope(m.q, m.k, n_seq, n_new, m.pos, shape);
+      b.rope(m.q, m.k, st, shape);
     }
     {
       auto s = prof.op(Op::attention, l);
-      b.attention(m.q, m.k, m.v, m.kv[size_t(l)], n_seq, n_new, m.pos, shape, m.att);
+      b.attention(m.q, m.k, m.v, m.kv[size_t(l)], st, shape, m.att);
     }
     {
       auto s = prof.op(Op::o_proj, l);
@@ -66,14 +66,14 @@ void forward(LoadedModel& m, Profiler& prof, int64_t n_seq, int64_t n_new,
     if (on_layer) on_layer(l);
   }
   {
-    // Only each sequence's last position goes through the final norm and the LM head.
+    // Only the rows that are sampled go through the final norm and the LM head.
     auto s = prof.op(Op::norm);
-    b.gather_last(m.x, n_seq, n_new, c.dim, m.last);  // last: [n_seq, dim]
-    b.rmsnorm(m.last, m.final_norm, n_seq, c.dim, eps, m.last);
+    b.gather_rows(m.x, st.logits_rows, st.n_logits, c.dim, m.last);  // last: [n_logits, dim]
+    b.rmsnorm(m.last, m.final_norm, st.n_logits, c.dim, eps, m.last);
   }
   {
     auto s = prof.op(Op::lm_head);
-    b.matmul(m.output, m.last, n_seq, m.logits);  // logits: [n_seq, vocab]
+    b.matmul(m.output, m.last, st.n_logits, m.logits);  // logits: [n_logits, vocab]
   }
 }
 

@@ -7,11 +7,11 @@
 
 namespace latprof {
 
-// Runs n_seq sequences of n_new tokens each (token ids in m.tokens, sequence-major; the position
-// of the first new token in m.pos) through the model and leaves the logits of each sequence's
-// last token in m.logits [n_seq, vocab]. Every op is a profiler scope. on_layer(l) is called
-// after layer l has been issued (progress).
-void forward(LoadedModel& m, Profiler& prof, int64_t n_seq, int64_t n_new,
+// Runs one engine step (the step's arrays uploaded to m.step_buf, described by st) through the
+// model: writes every token's K and V to its cache slot and leaves the logits of the rows
+// st.logits_rows in m.logits [n_logits, vocab]. Every op is a profiler scope. on_layer(l) is
+// called after layer l has been issued (progress).
+void forward(LoadedModel& m, Profiler& prof, const StepDesc& st,
              const std::function<void(int)>& on_layer = {});
 
 }  // namespace latprof

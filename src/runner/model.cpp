@@ -5,17 +5,24 @@
 
 namespace latprof {
 
+namespace {
+// int32 entries of the step buffer (see LoadedModel::step_buf).
+int64_t step_ints(const EngineShape& e) {
+  return 4 * e.max_step_tokens + 3 * e.max_seqs + 1 + e.max_seqs * e.max_blocks();
+}
+}  // namespace
+
 Footprint LoadedModel::footprint(const ModelConfig& c, WeightType wtype, const Backend& b,
-                                 int64_t n_seq, int64_t max_rows_per_seq, int64_t ctx_cap) {
+                                 const EngineShape& e) {
   Precision p =
       precision_for(wtype == WeightType::f16 ? "fp16" : "int8", b.act_bytes(), b.kv_bytes());
   Footprint f;
   f.weights = weight_bytes(c, p);
-  f.kv_cache = kv_cache_bytes(c, p, n_seq, ctx_cap);
-  const double rows = double(n_seq) * double(max_rows_per_seq);
+  f.kv_cache = kv_cache_bytes(c, p, 1, e.kv_blocks * e.block_size);
+  const double rows = double(e.max_step_tokens);
   const double per_row = 2.0 * c.dim + 2.0 * c.q_dim() + 2.0 * c.kv_dim() + c.dim + 2.0 * c.ffn_dim;
-  f.activations =
-      (rows * per_row + double(n_seq) * (c.dim + c.vocab_size)) * b.act_bytes() + rows * 4.0 + 4.0;
+  f.activations = (rows * per_row + double(e.max_seqs) * (c.dim + c.vocab_size)) * b.act_bytes() +
+                  4.0 * double(e.max_seqs + step_ints(e));
   return f;
 }
 
@@ -26,18 +33,17 @@ void LoadedModel::check_fits(const Footprint& f, const Backend& b, const std::st
                 " for " + what + ": need " + fmt_bytes(f.total()) + " (weights " +
                 fmt_bytes(f.weights) + ", KV cache " + fmt_bytes(f.kv_cache) + ", activations " +
                 fmt_bytes(f.activations) + "), available " + fmt_bytes(d.memory_available_bytes) +
-                "; use --dtype int8, a smaller model, a smaller --batch or fewer tokens");
+                "; use --dtype int8, a smaller model, a smaller --batch, fewer tokens, a smaller "
+                "--kv-cache-memory or --max-batched-tokens");
 }
 
-LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& backend, int64_t n_seq,
-                         int64_t max_rows_per_seq, int64_t ctx_cap)
-    : cfg_(cfg),
-      wtype_(wtype),
-      backend_(backend),
-      n_seq_(n_seq),
-      max_rows_(n_seq * max_rows_per_seq),
-      ctx_cap_(ctx_cap) {
-  check_fits(footprint(cfg, wtype, backend, n_seq, max_rows_per_seq, ctx_cap), backend, cfg.name);
+LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& backend,
+                         const EngineShape& shape)
+    : cfg_(cfg), wtype_(wtype), backend_(backend), shape_(shape) {
+  LATPROF_ASSERT(shape.kv_blocks > 0 && shape.block_size > 0 && shape.max_step_tokens > 0 &&
+                     shape.max_seqs > 0 && shape.max_model_len > 0,
+                 "empty engine shape");
+  check_fits(footprint(cfg, wtype, backend, shape), backend, cfg.name);
   attention_shape.n_heads = int(cfg.n_heads);
   attention_shape.n_kv_heads = int(cfg.n_kv_heads);
   attention_shape.head_dim = int(cfg.head_dim());
@@ -64,15 +70,17 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
       output = tok_embeddings;
     else
       output = make_weight(wtype, cfg.vocab_size, d, "LM head");
-    const size_t kv_elems = size_t(n_seq) * size_t(ctx_cap) * size_t(kvd);
+    const size_t kv_elems = size_t(shape.kv_blocks) * size_t(shape.block_size) * size_t(kvd);
     kv.resize(size_t(cfg.n_layers));
     for (auto& l : kv) {
       l.k = alloc(kv_elems * size_t(backend.kv_bytes()), "KV cache");
       l.v = alloc(kv_elems * size_t(backend.kv_bytes()), "KV cache");
-      l.ctx_cap = ctx_cap;
+      l.num_blocks = shape.kv_blocks;
+      l.block_size = shape.block_size;
       l.kv_dim = kvd;
     }
-    const size_t A = size_t(backend.act_bytes()), R = size_t(max_rows_);
+    const size_t A = size_t(backend.act_bytes()), R = size_t(shape.max_step_tokens);
+    const size_t S = size_t(shape.max_seqs);
     x = alloc(R * size_t(d) * A, "activations");
     xb = alloc(R * size_t(d) * A, "activations");
     q = alloc(R * size_t(qd) * A, "activations");
@@ -82,10 +90,11 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
     proj = alloc(R * size_t(d) * A, "activations");
     gate = alloc(R * size_t(ffn) * A, "activations");
     up = alloc(R * size_t(ffn) * A, "activations");
-    last = alloc(size_t(n_seq) * size_t(d) * A, "activations");
-    logits = alloc(size_t(n_seq) * size_t(cfg.vocab_size) * A, "logits");
-    tokens = static_cast<int32_t*>(alloc(R * 4, "token ids"));
-    pos = static_cast<int32_t*>(alloc(4, "position"));
+    last = alloc(S * size_t(d) * A, "activations");
+    logits = alloc(S * size_t(cfg.vocab_size) * A, "logits");
+    sampled = static_cast<int32_t*>(alloc(S * 4, "sampled tokens"));
+    step_buf_ints = step_ints(shape);
+    step_buf = static_cast<int32_t*>(alloc(size_t(step_buf_ints) * 4, "step description"));
   } catch (...) {
     for (void* p : allocations_) backend_.release(p);
     allocations_.clear();

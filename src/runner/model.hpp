@@ -28,18 +28,26 @@ struct Footprint {
   double total() const { return weights + kv_cache + activations; }
 };
 
+// What a model resident on a backend must hold for the engine: the KV block pool and the
+// largest step.
+struct EngineShape {
+  int64_t kv_blocks = 0;        // blocks in the KV pool
+  int64_t block_size = 16;      // positions per block
+  int64_t max_step_tokens = 0;  // rows of the largest step (the token budget)
+  int64_t max_seqs = 0;         // sequences in one step
+  int64_t max_model_len = 0;    // positions of one request
+  int64_t max_blocks() const { return (max_model_len + block_size - 1) / block_size; }
+};
+
 class LoadedModel {
  public:
-  // max_rows: the most tokens one forward pass processes (batch * prompt); ctx_cap: positions
-  // per sequence in the KV cache.
-  LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& backend, int64_t n_seq,
-              int64_t max_rows_per_seq, int64_t ctx_cap);
+  LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& backend, const EngineShape& shape);
   ~LoadedModel();
   LoadedModel(const LoadedModel&) = delete;
   LoadedModel& operator=(const LoadedModel&) = delete;
 
   static Footprint footprint(const ModelConfig& cfg, WeightType wtype, const Backend& backend,
-                             int64_t n_seq, int64_t max_rows_per_seq, int64_t ctx_cap);
+                             const EngineShape& shape);
   // Throws UsageError with needed and available bytes when the footprint does not fit.
   static void check_fits(const Footprint& f, const Backend& backend, const std::string& what);
 
@@ -49,9 +57,7 @@ class LoadedModel {
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() { return backend_; }
   WeightType weight_type() const { return wtype_; }
-  int64_t n_seq() const { return n_seq_; }
-  int64_t ctx_cap() const { return ctx_cap_; }
-  int64_t max_rows() const { return max_rows_; }
+  const EngineShape& shape() const { return shape_; }
 
   DeviceWeight tok_embeddings;
   std::vector<LayerWeights> layers;
@@ -61,13 +67,18 @@ class LoadedModel {
   // Heads, rotary frequencies (rope scaling applied) and sliding window, from the config.
   AttentionShape attention_shape;
 
-  // Scratch activations, sized for max_rows rows: x (residual stream), xb (normed), q, k, v,
-  // att (attention output), proj (o_proj / down output), gate, up, last (rows for the LM head),
-  // logits [n_seq, vocab]; tokens [max_rows] and pos [1] are device int32.
+  // Scratch activations, sized for the largest step (max_step_tokens rows): x (residual
+  // stream), xb (normed), q, k, v, att (attention output), proj (o_proj / down output), gate, up;
+  // last (the rows the LM head sees) and logits [max_seqs, vocab]; sampled: device int32
+  // [max_seqs].
   void *x = nullptr, *xb = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
        *proj = nullptr, *gate = nullptr, *up = nullptr, *last = nullptr, *logits = nullptr;
-  int32_t* tokens = nullptr;
-  int32_t* pos = nullptr;
+  int32_t* sampled = nullptr;
+  // The step's int32 arrays (StepDesc) in one device buffer at fixed addresses: tokens,
+  // positions, slots, seq_of_token [max_step_tokens]; query_start [max_seqs + 1]; context_lens,
+  // logits_rows [max_seqs]; block_tables [max_seqs, max_blocks].
+  int32_t* step_buf = nullptr;
+  int64_t step_buf_ints = 0;
 
  private:
   void* alloc(size_t bytes, const char* what);
@@ -76,7 +87,7 @@ class LoadedModel {
   ModelConfig cfg_;
   WeightType wtype_;
   Backend& backend_;
-  int64_t n_seq_, max_rows_, ctx_cap_;
+  EngineShape shape_;
   std::vector<void*> allocations_;
 };
 

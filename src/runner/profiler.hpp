@@ -36,6 +36,8 @@ class Profiler {
   // measured against.
   void set_instrumented(bool on) { instrumented_ = on; }
   bool op_events() const { return op_events_; }
+  Stage stage() const { return stage_; }
+  int step() const { return step_; }
   void clear() { spans_.clear(); }
   const std::vector<Span>& spans() const { return spans_; }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/progress.hpp"
+#include "engine/engine.hpp"
 #include "latprof/build_info.hpp"
 #include "model/detokenizer.hpp"
 #include "model/open.hpp"
@@ -24,6 +26,7 @@
 #include "runner/forward.hpp"
 #include "runner/host_ceilings.hpp"
 #include "runner/model.hpp"
+#include "runner/model_runner.hpp"
 #include "runner/profiler.hpp"
 
 namespace latprof {
@@ -64,7 +67,7 @@ double touch_kv_cache(LoadedModel& m) {
   double total = 0;
   for (KvLayer& l : m.kv) {
     const size_t bytes =
-        size_t(m.n_seq()) * size_t(l.ctx_cap) * size_t(l.kv_dim) * size_t(b.kv_bytes());
+        size_t(l.num_blocks) * size_t(l.block_size) * size_t(l.kv_dim) * size_t(b.kv_bytes());
     for (void* base : {l.k, l.v})
       for (size_t off = 0; off < bytes; off += zeros.size())
         b.copy_to_device(static_cast<uint8_t*>(base) + off, zeros.data(),
@@ -75,18 +78,32 @@ double touch_kv_cache(LoadedModel& m) {
   return total;
 }
 
-// What one request measured. Stage times partition the request's wall-clock time on the host
-// clock (they add up to e2e_ms by construction); device and op times sit beneath as attribution.
+// One engine step as the runner saw it (host clock, ms from the request start), with the
+// backend-clock times of its forward pass and sampling beneath.
+struct StepTimes {
+  engine::StepRecord rec;
+  double begin_ms = 0;  // the end of the previous step (or of tokenization): steps tile the run
+  double forward_ms = 0, sample_ms = 0, detok_ms = 0;
+  bool replayed = false;
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // (tokens, cached positions before) per seq
+};
+
+// What one request (a batch of o.batch sequences arriving together) measured. Stage times
+// partition its wall-clock time on the host clock (they add up to e2e_ms by construction);
+// device and op times sit beneath as attribution.
 struct RequestTimes {
   double e2e_ms = 0;                 // request start (before tokenize) -> response serialized
-  double stage_ms[kNumStages] = {};  // per stage, host clock (see run())
+  double stage_ms[kNumStages] = {};  // per stage, host clock (see Request::run)
   double op_ms[kNumStages][kNumOps] = {};
   int64_t op_calls[kNumStages][kNumOps] = {};
-  std::vector<double> token_ms;         // each output token in host memory and detokenized,
-                                        // from request start (host clock); [0] is the TTFT
-  std::vector<double> step_forward_ms;  // decode steps: forward pass only (backend clock)
-  std::vector<int32_t> prompt_ids;      // sequence 0
-  std::vector<int32_t> output_ids;      // sequence 0
+  std::vector<double> token_ms;         // each output token of sequence 0 in host memory and
+                                        // detokenized, from request start (host clock); [0]: TTFT
+  std::vector<double> step_forward_ms;  // decode-only steps after the first token: forward pass
+                                        // only (backend clock)
+  std::vector<StepTimes> steps;
+  int64_t preemptions = 0;
+  std::vector<int32_t> prompt_ids;  // sequence 0
+  std::vector<int32_t> output_ids;  // sequence 0
   std::string output_text;
   std::vector<TraceEvent> timeline;
 
@@ -104,28 +121,31 @@ struct RequestTimes {
   }
 };
 
+// A request of `latprof run`: o.batch sequences (one prompt each) that arrive together and run
+// through the continuous-batching engine (src/engine) on the model.
 class Request {
  public:
   Request(LoadedModel& m, const Tokenizer& tok, Profiler& prof, const RunOptions& o,
-          const std::string& prompt_text)
-      : m_(m), tok_(tok), prof_(prof), o_(o), prompt_(prompt_text) {}
+          std::vector<std::string> prompts)
+      : m_(m), tok_(tok), prof_(prof), o_(o), prompts_(std::move(prompts)) {}
 
   // n_out: tokens to generate per sequence; timeline: keep spans as trace events.
   //
   // Every per-token time is read on one host clock (steady_clock) at the moment the token is in
-  // host memory and detokenized. The stages partition that clock's time line:
+  // host memory and detokenized. Engine steps tile the time from the prompt ids being ready to
+  // the last step's end; the stages partition the request's time line:
   //   tokenize   [start, prompt ids ready]
-  //   prefill    [prompt ids ready, first token in host memory] minus its sample
-  //   decode     each step: [previous token detokenized, this token in host memory] minus sample
-  //              (so position upload, launches, token copy-back and synchronisation count here)
+  //   prefill    the steps until sequence 0's first token is in host memory, minus their
+  //              sampling and detokenization (scheduling, uploads, launches and waiting count)
+  //   decode     the steps after it, minus the same
   //   sample     the sampling ops (backend clock)
-  //   detokenize [token in host memory, token detokenized] for every token
-  //   serialize  [last token detokenized, response serialized]
+  //   detokenize sequence 0's tokens: [token in host memory, token detokenized]
+  //   serialize  [last step's end, response serialized]
   RequestTimes run(int64_t n_out, bool timeline, bool progress) {
     Backend& b = m_.backend();
     RequestTimes t;
     StreamingDetokenizer detok(tok_);  // UTF-8 safe: holds back a character split across tokens
-    const int64_t B = o_.batch;
+    const int64_t B = int64_t(prompts_.size());
     b.reset_events();
     prof_.clear();
     b.synchronize();
@@ -133,112 +153,56 @@ class Request {
     auto now_ms = [&] { return ms_since(t_start); };
 
     // ---- tokenize (host) ----
-    std::vector<int32_t> ids;
+    std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));
     {
       NvtxRange r("tokenize");
-      std::vector<int32_t> all;
-      for (int64_t s = 0; s < B; ++s) {
-        std::vector<int32_t> seq = tok_.encode(prompt_, true);
-        if (s == 0) ids = seq;
-        all.insert(all.end(), seq.begin(), seq.end());
-      }
-      const int64_t n_in = int64_t(ids.size());
-      if (n_in < 1 || int64_t(all.size()) != n_in * B)
-        throw std::logic_error("tokenizer gave an empty or ragged prompt");
-      tokens_in_ = n_in;
-      host_tokens_ = std::move(all);
+      for (int64_t s = 0; s < B; ++s) ids[size_t(s)] = tok_.encode(prompts_[size_t(s)], true);
     }
     const double t_tokenized = now_ms();
     t.stage_ms[int(Stage::tokenize)] = t_tokenized;
-    t.prompt_ids = ids;
-    const int64_t n_in = tokens_in_;
+    t.prompt_ids = ids[0];
+    const int64_t n_in = int64_t(ids[0].size());
+    tokens_in_ = n_in;
 
-    // ---- prefill and the first token ----
-    std::vector<int32_t> next(static_cast<size_t>(B));
-    int ev_prefill1, ev_sample1;
-    {
-      NvtxRange r("prefill");
-      prof_.set_context(Stage::prefill, -1);
-      b.copy_to_device(m_.tokens, host_tokens_.data(), host_tokens_.size() * 4);
-      const int32_t pos0 = 0;
-      b.copy_to_device(m_.pos, &pos0, 4);
-      Progress bar("prefill", m_.config().n_layers, progress);
-      forward(m_, prof_, B, n_in, [&](int) { bar.advance(); });
-      ev_prefill1 = b.record_event();
-      bar.finish();
-    }
-    {
-      NvtxRange r("sample");
-      prof_.set_context(Stage::sample, 0);
-      {
-        auto s = prof_.op(Op::sample);
-        b.sample(m_.logits, B, m_.config().vocab_size, sampling(), 0, m_.tokens);
-      }
-      ev_sample1 = b.record_event();
-      b.copy_to_host(next.data(), m_.tokens, size_t(B) * 4);
-      b.synchronize();
-    }
-    const double t_in_host0 = now_ms();
-    const double sample0 = b.elapsed_ms(ev_prefill1, ev_sample1);
-    detokenize(t, detok, next[0]);
-    const double t_first = now_ms();
-    t.token_ms.push_back(t_first);
-    t.stage_ms[int(Stage::prefill)] = t_in_host0 - t_tokenized - sample0;
-    t.stage_ms[int(Stage::sample)] += sample0;
-    t.stage_ms[int(Stage::detokenize)] += t_first - t_in_host0;
-    anchors_.clear();
-    anchors_[{Stage::prefill, -1}] = {t_in_host0 - sample0, ev_prefill1};
-    anchors_[{Stage::sample, 0}] = {t_in_host0, ev_sample1};
-    if (timeline) {
-      push_stage(t, "tokenize", 0, t_tokenized, -1);
-      push_stage(t, "prefill", t_tokenized, t.stage_ms[int(Stage::prefill)], -1);
-      push_stage(t, "sample", t_in_host0 - sample0, sample0, 0);
-      push_stage(t, "detokenize", t_in_host0, t_first - t_in_host0, 0);
-    }
+    // ---- the engine ----
+    const EngineShape& es = m_.shape();
+    engine::BlockPool pool(es.kv_blocks, es.block_size);
+    engine::SchedulerConfig sc;
+    sc.max_batched_tokens = es.max_step_tokens;
+    sc.max_seqs = es.max_seqs;
+    sc.max_model_len = es.max_model_len;
+    ModelRunner runner(m_, prof_, sampling());
+    engine::Clock clock{now_ms, [](double) {}};  // every sequence has arrived: nothing to wait for
+    engine::Engine eng(sc, pool, runner, clock);
+    for (int64_t s = 0; s < B; ++s) eng.submit(s, ids[size_t(s)], n_out, t_tokenized);
 
-    // ---- decode ----
-    const bool graph = b.graph_enabled();
-    Progress bar("decode", n_out - 1, progress);
-    double t_prev = t_first;
-    for (int64_t k = 1; k < n_out; ++k) {
-      NvtxRange r("decode_step");
-      const int32_t pos = int32_t(n_in + k - 1);
-      b.copy_to_device(m_.pos, &pos, 4);
-      prof_.set_context(Stage::decode, int(k));
-      // Inside a replayed CUDA graph, per-op events are not meaningful: time the step only.
-      const bool saved = prof_.op_events();
-      if (graph) prof_.set_op_events(false);
-      const int ev0 = b.record_event();
-      b.run_step([&] { forward(m_, prof_, B, 1); });
-      const int ev1 = b.record_event();
-      prof_.set_op_events(saved);
-      prof_.set_context(Stage::sample, int(k));
+    Progress bar("generate", n_out, progress);
+    int64_t seq0_tokens = 0;
+    // Ops are profiled under the stage sequence 0 is in and the engine step's index.
+    runner.before_step = [&](const engine::StepBatch& batch) {
+      prof_.set_context(seq0_tokens > 0 ? Stage::decode : Stage::prefill, int(t.steps.size()));
+      StepTimes st;
+      for (int64_t i = 0; i < batch.num_seqs(); ++i) {
+        const int64_t n = batch.query_start[size_t(i) + 1] - batch.query_start[size_t(i)];
+        st.seqs.emplace_back(n, batch.context_lens[size_t(i)] - n);
+      }
+      t.steps.push_back(std::move(st));
+    };
+    eng.on_token = [&](int64_t id, int32_t token) {
+      if (id != 0) return;
+      const auto t0 = Clock::now();
       {
-        auto s = prof_.op(Op::sample);
-        b.sample(m_.logits, B, m_.config().vocab_size, sampling(), k, m_.tokens);
+        NvtxRange r("detokenize");
+        t.output_text += detok.push(token);
       }
-      const int ev2 = b.record_event();
-      b.copy_to_host(next.data(), m_.tokens, size_t(B) * 4);
-      b.synchronize();
-      const double t_in_host = now_ms();
-      const double fwd = b.elapsed_ms(ev0, ev1), smp = b.elapsed_ms(ev1, ev2);
-      detokenize(t, detok, next[0]);
-      const double t_tok = now_ms();
-      t.token_ms.push_back(t_tok);
-      t.stage_ms[int(Stage::decode)] += t_in_host - t_prev - smp;
-      t.stage_ms[int(Stage::sample)] += smp;
-      t.stage_ms[int(Stage::detokenize)] += t_tok - t_in_host;
-      t.step_forward_ms.push_back(fwd);
-      anchors_[{Stage::decode, int(k)}] = {t_in_host - smp, ev1};
-      anchors_[{Stage::sample, int(k)}] = {t_in_host, ev2};
-      if (timeline) {
-        push_stage(t, "decode_step", t_prev, t_in_host - t_prev - smp, int(k));
-        push_stage(t, "sample", t_in_host - smp, smp, int(k));
-        push_stage(t, "detokenize", t_in_host, t_tok - t_in_host, int(k));
-      }
-      t_prev = t_tok;
+      t.output_ids.push_back(token);
+      t.steps.back().detok_ms = ms_since(t0);
+      ++seq0_tokens;
       bar.advance();
-    }
+    };
+    // The engine loop, one step at a time through the runner; afterwards each step is placed on
+    // the request's time line from the engine's records.
+    eng.run();
     bar.finish();
     t.output_text += detok.finish();  // an incomplete character at the end becomes U+FFFD
 
@@ -256,48 +220,91 @@ class Request {
       response_ = resp.dump();
     }
     t.e2e_ms = now_ms();
-    t.stage_ms[int(Stage::serialize)] = t.e2e_ms - t_prev;
-    if (timeline) push_stage(t, "serialize", t_prev, t.stage_ms[int(Stage::serialize)], -1);
+    t.token_ms = eng.timelines().at(0).token_ms;
+    for (const auto& [id, tl] : eng.timelines()) t.preemptions += tl.preemptions;
+    return finish_times(t, eng, runner, t_tokenized, timeline);
+  }
 
+  int64_t prompt_tokens() const { return tokens_in_; }
+
+ private:
+  // Places the engine's steps on the request's time line and partitions it into stages.
+  RequestTimes& finish_times(RequestTimes& t, const engine::Engine& eng, const ModelRunner& runner,
+                             double t_tokenized, bool timeline) {
+    Backend& b = m_.backend();
+    const auto& recs = eng.steps();
+    const auto& hist = runner.history();
+    LATPROF_ASSERT(recs.size() == t.steps.size() && hist.size() == recs.size(),
+                   "engine, runner and request disagree on the steps");
+    double prev_end = t_tokenized;
+    std::map<std::pair<Stage, int>, std::pair<double, int>> anchors;  // see below
+    int64_t seq0 = 0;
+    for (size_t k = 0; k < recs.size(); ++k) {
+      StepTimes& st = t.steps[k];
+      st.rec = recs[k];
+      st.begin_ms = prev_end;
+      st.forward_ms = hist[k].forward_ms;
+      st.sample_ms = hist[k].sample_ms;
+      st.replayed = hist[k].replayed;
+      // Sequence 0's token in this step, if any, was detokenized just before the step's end.
+      const bool has0 =
+          seq0 < int64_t(t.token_ms.size()) && t.token_ms[size_t(seq0)] <= st.rec.end_ms;
+      // Until (and with) the step that gives sequence 0 its first token, the batch prefills.
+      const bool prefill = seq0 == 0;
+      const double work = st.rec.end_ms - prev_end - st.sample_ms - st.detok_ms;
+      t.stage_ms[int(prefill ? Stage::prefill : Stage::decode)] += work;
+      t.stage_ms[int(Stage::sample)] += st.sample_ms;
+      t.stage_ms[int(Stage::detokenize)] += st.detok_ms;
+      if (!prefill && st.rec.prefill_tokens == 0) t.step_forward_ms.push_back(st.forward_ms);
+      // Op spans on the host time line: the forward pass's last event had passed when the
+      // sampling began (end - detok - sample), the sampling's when the tokens were in host memory.
+      const double in_host = st.rec.end_ms - st.detok_ms;
+      const int pstep = int(k);
+      anchors[{prefill ? Stage::prefill : Stage::decode, pstep}] = {in_host - st.sample_ms,
+                                                                    hist[k].ev_forward1};
+      anchors[{Stage::sample, pstep}] = {in_host, hist[k].ev_sample1};
+      if (timeline) {
+        push_stage(t, prefill ? "prefill" : "decode_step", prev_end, work,
+                   prefill ? -1 : int(seq0));
+        push_stage(t, "sample", in_host - st.sample_ms, st.sample_ms, prefill ? 0 : int(seq0));
+        if (has0) push_stage(t, "detokenize", in_host, st.detok_ms, int(seq0));
+      }
+      if (has0) ++seq0;
+      prev_end = st.rec.end_ms;
+    }
+    t.stage_ms[int(Stage::serialize)] = t.e2e_ms - prev_end;
+    if (timeline) {
+      push_stage(t, "tokenize", 0, t_tokenized, -1);
+      push_stage(t, "serialize", prev_end, t.stage_ms[int(Stage::serialize)], -1);
+    }
     // ---- op spans (backend clock): attribution beneath the stages. On the trace's host time
-    // line an op sits where its stage ends (the anchor) minus the backend time from the op to
-    // that stage's last event: the backend's work lies inside the host interval that waited for
-    // it, so ops nest inside their stage span. ----
+    // line an op sits where its stage's last event had certainly passed (the anchor) minus the
+    // backend time from the op to that event: the backend's work lies inside the host interval
+    // that waited for it, so ops nest inside their stage span. ----
     for (const Span& s : prof_.spans()) {
       const double ms = b.elapsed_ms(s.ev_begin, s.ev_end);
       t.op_ms[int(s.stage)][int(s.op)] += ms;
       t.op_calls[int(s.stage)][int(s.op)] += 1;
-      const auto a = anchors_.find({s.stage, s.step});
-      if (timeline && a != anchors_.end()) {
+      const auto a = anchors.find({s.stage, s.step});
+      if (timeline && a != anchors.end()) {
         TraceEvent e;
         e.name = op_name(s.op);
         e.stage = stage_name(s.stage);
         e.layer = s.layer;
         e.step = s.step;
-        e.start_us = (a->second.host_ms - b.elapsed_ms(s.ev_begin, a->second.event)) * 1e3;
+        e.start_us = (a->second.first - b.elapsed_ms(s.ev_begin, a->second.second)) * 1e3;
         e.dur_us = ms * 1e3;
         t.timeline.push_back(e);
       }
     }
     return t;
   }
-
-  int64_t prompt_tokens() const { return tokens_in_; }
-
- private:
   SamplingParams sampling() const {
     SamplingParams p;
     p.temperature = o_.temperature;
     p.top_k = o_.top_k;
     p.seed = o_.seed;
     return p;
-  }
-  // Appends the text of sequence 0's new token (UTF-8 safe: a character split across tokens is
-  // held back until complete); ids are kept beside the text.
-  static void detokenize(RequestTimes& t, StreamingDetokenizer& detok, int32_t id) {
-    NvtxRange r("detokenize");
-    t.output_text += detok.push(id);
-    t.output_ids.push_back(id);
   }
   static void push_stage(RequestTimes& t, const char* name, double start_ms, double dur_ms,
                          int step) {
@@ -313,16 +320,8 @@ class Request {
   const Tokenizer& tok_;
   Profiler& prof_;
   const RunOptions& o_;
-  std::string prompt_;
-  std::vector<int32_t> host_tokens_;
+  std::vector<std::string> prompts_;
   int64_t tokens_in_ = 0;
-  // Per (stage, step): the host time (ms from request start) at which the stage's last backend
-  // event had certainly passed, and that event; places op spans on the host time line.
-  struct Anchor {
-    double host_ms;
-    int event;
-  };
-  std::map<std::pair<Stage, int>, Anchor> anchors_;
   std::string response_;
 };
 
@@ -453,6 +452,73 @@ void validate_run_options(const RunOptions& o, int64_t max_seq_len) {
                 "; use fewer tokens");
 }
 
+namespace {
+
+// One prompt per sequence of the batch: the user's text for each, or a synthetic prompt of n_in
+// tokens per sequence, each its own (seeded from seed + s).
+std::vector<std::string> prompts_for(const RunOptions& o, const Tokenizer& tok, int64_t n_in,
+                                     uint64_t seed) {
+  std::vector<std::string> p;
+  for (int64_t s = 0; s < o.batch; ++s)
+    p.push_back(o.prompt.empty() ? tok.make_prompt(n_in, seed + uint64_t(s)) : o.prompt);
+  return p;
+}
+
+constexpr int64_t kDefaultMaxBatchedTokens = 8192;
+constexpr int64_t kDefaultMaxSeqs = 256;
+
+// The engine's shape for `run`: o.batch requests of n_in + o.output tokens arriving together.
+// Throws UsageError when the flags are out of range or the run's requests cannot fit.
+EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
+                                 int64_t n_in) {
+  if (o.kv_block_size < 1 || o.kv_block_size > 4096 ||
+      (o.kv_block_size & (o.kv_block_size - 1)) != 0)
+    usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
+                std::to_string(o.kv_block_size) + ")");
+  if (o.max_batched_tokens < 0 || o.max_batched_tokens > (int64_t(1) << 20))
+    usage_error("--max-batched-tokens must be from 1 to 1048576 tokens (got " +
+                std::to_string(o.max_batched_tokens) + ")");
+  if (o.max_seqs < 0 || o.max_seqs > 4096)
+    usage_error("--max-seqs must be from 1 to 4096 (got " + std::to_string(o.max_seqs) + ")");
+  if (o.max_model_len < 0 || o.max_model_len > cfg.max_seq_len)
+    usage_error("--max-model-len must be from 2 to the model's context of " +
+                std::to_string(cfg.max_seq_len) + " tokens (got " +
+                std::to_string(o.max_model_len) + ")");
+  EngineShape e;
+  e.block_size = o.kv_block_size;
+  e.max_model_len = o.max_model_len > 0 ? o.max_model_len : cfg.max_seq_len;
+  const int64_t budget = o.max_batched_tokens > 0 ? o.max_batched_tokens : kDefaultMaxBatchedTokens;
+  const int64_t seqs = o.max_seqs > 0 ? o.max_seqs : kDefaultMaxSeqs;
+  // No step of this run holds more than every prompt token, or more sequences than the batch.
+  e.max_step_tokens = std::min(budget, std::max(o.batch * n_in, o.batch));
+  e.max_seqs = std::min(seqs, o.batch);
+  // A request's last token is sampled, never written to the cache.
+  const int64_t per_request = (n_in + o.output - 1 + e.block_size - 1) / e.block_size;
+  if (o.kv_cache_memory.empty()) {
+    e.kv_blocks = o.batch * per_request;
+  } else {
+    const Precision p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
+    const double block_bytes = kv_bytes_per_token(cfg, p) * double(e.block_size);
+    const double blocks =
+        std::floor(parse_bytes(o.kv_cache_memory, "--kv-cache-memory") / block_bytes);
+    e.kv_blocks = int64_t(std::min(blocks, double(std::numeric_limits<int32_t>::max())));
+    if (e.kv_blocks < per_request)
+      usage_error("--kv-cache-memory " + o.kv_cache_memory + " holds " +
+                  std::to_string(e.kv_blocks) + " KV blocks of " + std::to_string(e.block_size) +
+                  " tokens (" + fmt_bytes(block_bytes) + " each), but one request of " +
+                  std::to_string(n_in) + " + " + std::to_string(o.output) + " tokens needs " +
+                  std::to_string(per_request) + "; give it more memory");
+  }
+  // What the scheduler would refuse (longer than --max-model-len, more blocks than the pool):
+  // refused now, before anything is allocated.
+  engine::BlockPool pool(e.kv_blocks, e.block_size);
+  engine::Scheduler probe({budget, seqs, e.max_model_len}, pool);
+  probe.check_admissible(n_in, o.output);
+  return e;
+}
+
+}  // namespace
+
 RunReport run_benchmark(const RunOptions& o) {
   RunReport r;
   r.created_utc = utc_now();
@@ -503,10 +569,12 @@ RunReport run_benchmark(const RunOptions& o) {
   measure_ceilings(b, o, threads, r);
   const double ceilings_ms = ms_since(tc0);
 
+  // ---- the engine's shape: KV pool, step budget (checked before anything is allocated) ----
+  const EngineShape es = engine_shape_for_run(o, cfg, b, n_in);
+
   // ---- weights and KV cache ----
-  const int64_t ctx_cap = n_in + o.output;
   const auto ta0 = Clock::now();
-  LoadedModel m(cfg, wtype, b, o.batch, n_in, ctx_cap);
+  LoadedModel m(cfg, wtype, b, es);
   const double alloc_ms = ms_since(ta0);
   const auto tw0 = Clock::now();
   {
@@ -518,7 +586,7 @@ RunReport run_benchmark(const RunOptions& o) {
     bar.finish();
   }
   const double weights_ms = ms_since(tw0);
-  const Footprint fp = LoadedModel::footprint(cfg, wtype, b, o.batch, n_in, ctx_cap);
+  const Footprint fp = LoadedModel::footprint(cfg, wtype, b, es);
 
   // ---- warm-up at the timed shape ----
   // Every page of the KV cache is written once, then each warm-up request runs the timed prompt
@@ -529,9 +597,7 @@ RunReport run_benchmark(const RunOptions& o) {
   const double kv_touched = touch_kv_cache(m);
   const int64_t warmup_out = std::min<int64_t>(o.output, kWarmupDecodeTokens);
   {
-    const std::string wprompt =
-        o.prompt.empty() ? om.tokenizer->make_prompt(n_in, o.seed + 1) : prompt;
-    Request wreq(m, *om.tokenizer, prof, o, wprompt);
+    Request wreq(m, *om.tokenizer, prof, o, prompts_for(o, *om.tokenizer, n_in, o.seed + 1000));
     for (int i = 0; i < o.warmup; ++i) wreq.run(warmup_out, false, false);
   }
   const double warmup_ms = ms_since(twu);
@@ -540,7 +606,7 @@ RunReport run_benchmark(const RunOptions& o) {
   // --repeat 0 (the default): three, unless one request takes longer than kLongRequestMs, then
   // one (a 7B model on a few CPU cores), so the default command stays a few minutes.
   std::vector<RequestTimes> reps;
-  Request req(m, *om.tokenizer, prof, o, prompt);
+  Request req(m, *om.tokenizer, prof, o, prompts_for(o, *om.tokenizer, n_in, o.seed));
   int repeat = o.repeat > 0 ? o.repeat : kDefaultRepeat;
   for (int i = 0; i < repeat; ++i) {
     reps.push_back(req.run(o.output, o.keep_timeline, !o.quiet));

@@ -12,6 +12,7 @@
 #include "runner/forward.hpp"
 #include "runner/model.hpp"
 #include "support/model_writer.hpp"
+#include "support/step_driver.hpp"
 
 namespace {
 
@@ -206,13 +207,11 @@ TEST(ModelFiles, TiedEmbeddings) {
 std::vector<float> logits_of(OpenedModel& om, const std::vector<int32_t>& prompt, WeightType wt) {
   auto b = make_cpu_backend(BackendOptions{});
   const ModelConfig& c = om.config;
-  LoadedModel m(c, wt, *b, 1, int64_t(prompt.size()), int64_t(prompt.size()) + 1);
+  const int64_t n = int64_t(prompt.size());
+  LoadedModel m(c, wt, *b, test::rect_shape(1, n, n + 1));
   m.load(*om.weights, {});
-  Profiler prof(*b);
-  b->copy_to_device(m.tokens, prompt.data(), prompt.size() * 4);
-  int32_t pos = 0;
-  b->copy_to_device(m.pos, &pos, 4);
-  forward(m, prof, 1, int64_t(prompt.size()));
+  test::StepDriver drive(m);
+  drive.step(prompt, 1, n, 0);
   std::vector<float> logits(size_t(c.vocab_size));
   b->activations_to_host(logits.data(), m.logits, c.vocab_size);
   return logits;

@@ -13,6 +13,7 @@
 #include "runner/forward.hpp"
 #include "runner/model.hpp"
 #include "support/model_writer.hpp"
+#include "support/step_driver.hpp"
 
 namespace {
 
@@ -59,24 +60,19 @@ Greedy latprof_greedy(const std::string& path, const std::vector<int32_t>& promp
   bo.threads = 1;
   auto b = make_cpu_backend(bo);
   const ModelConfig& c = om.config;
-  LoadedModel m(c, WeightType::f16, *b, 1, int64_t(prompt.size()), int64_t(prompt.size()) + steps);
+  const int64_t n = int64_t(prompt.size());
+  LoadedModel m(c, WeightType::f16, *b, test::rect_shape(1, n, n + steps));
   m.load(*om.weights, {});
-  Profiler prof(*b);
+  test::StepDriver drive(m);
   Greedy g;
   std::vector<float> logits(size_t(c.vocab_size));
-  b->copy_to_device(m.tokens, prompt.data(), prompt.size() * 4);
-  int32_t pos = 0;
-  b->copy_to_device(m.pos, &pos, 4);
-  forward(m, prof, 1, int64_t(prompt.size()));
+  drive.step(prompt, 1, n, 0);
   b->activations_to_host(logits.data(), m.logits, c.vocab_size);
   g.logits_last = logits;
   for (int s = 0; s < steps; ++s) {
     const auto next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     g.tokens.push_back(next);
-    b->copy_to_device(m.tokens, &next, 4);
-    pos = int32_t(prompt.size()) + s;
-    b->copy_to_device(m.pos, &pos, 4);
-    forward(m, prof, 1, 1);
+    drive.step({next}, 1, 1, n + s);
     b->activations_to_host(logits.data(), m.logits, c.vocab_size);
   }
   return g;

@@ -10,6 +10,7 @@
 #include "runner/forward.hpp"
 #include "runner/naive_llama.hpp"
 #include "support/param_names.hpp"
+#include "support/step_driver.hpp"
 
 namespace {
 
@@ -39,9 +40,9 @@ TEST_P(ForwardTest, MatchesNaiveReference) {
   OpenedModel om = open_model("tiny", 7);
   const ModelConfig& c = om.config;
   constexpr int64_t kPrompt = 13, kSteps = 5;
-  LoadedModel m(c, wtype, *backend, 1, kPrompt, kPrompt + kSteps);
+  LoadedModel m(c, wtype, *backend, test::rect_shape(1, kPrompt, kPrompt + kSteps));
   m.load(*om.weights, {});
-  Profiler prof(*backend);
+  test::StepDriver drive(m);
 
   std::vector<int32_t> prompt(kPrompt);
   for (int64_t i = 0; i < kPrompt; ++i) prompt[size_t(i)] = int32_t((i * 37 + 11) % c.vocab_size);
@@ -50,10 +51,7 @@ TEST_P(ForwardTest, MatchesNaiveReference) {
   std::vector<float> poison(size_t(c.vocab_size), std::nanf(""));
   backend->copy_to_device(m.logits, poison.data(), poison.size() * 4);
 
-  backend->copy_to_device(m.tokens, prompt.data(), prompt.size() * 4);
-  int32_t pos = 0;
-  backend->copy_to_device(m.pos, &pos, 4);
-  forward(m, prof, 1, kPrompt);
+  drive.step(prompt, 1, kPrompt, 0);
   backend->activations_to_host(logits.data(), m.logits, c.vocab_size);
 
   naive::Llama ref(m);
@@ -65,10 +63,7 @@ TEST_P(ForwardTest, MatchesNaiveReference) {
   for (int64_t s = 0; s < kSteps; ++s) {
     next = int32_t((next * 7 + 3) % c.vocab_size);
     backend->copy_to_device(m.logits, poison.data(), poison.size() * 4);
-    backend->copy_to_device(m.tokens, &next, 4);
-    pos = int32_t(kPrompt + s);
-    backend->copy_to_device(m.pos, &pos, 4);
-    forward(m, prof, 1, 1);
+    drive.step({next}, 1, 1, kPrompt + s);
     backend->activations_to_host(logits.data(), m.logits, c.vocab_size);
     want = ref.step(next);
     EXPECT_LT(rel_error(logits, want), kLogitTolerance) << "decode step " << s;
@@ -90,16 +85,13 @@ TEST(Forward, BatchRowsAgree) {
   OpenedModel om = open_model("tiny", 3);
   const ModelConfig& c = om.config;
   constexpr int64_t B = 3, T = 9;
-  LoadedModel m(c, WeightType::f16, *backend, B, T, T + 1);
+  LoadedModel m(c, WeightType::f16, *backend, test::rect_shape(B, T, T + 1));
   m.load(*om.weights, {});
-  Profiler prof(*backend);
+  test::StepDriver drive(m);
   std::vector<int32_t> toks;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) toks.push_back(int32_t(5 + t * 3));
-  backend->copy_to_device(m.tokens, toks.data(), toks.size() * 4);
-  int32_t pos = 0;
-  backend->copy_to_device(m.pos, &pos, 4);
-  forward(m, prof, B, T);
+  drive.step(toks, B, T, 0);
   std::vector<float> logits(size_t(B * c.vocab_size));
   backend->activations_to_host(logits.data(), m.logits, B * c.vocab_size);
   for (int64_t b = 1; b < B; ++b)

@@ -123,23 +123,21 @@ class CpuBackend final : public Backend {
   void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) override {
     cpu::matmul(as_cpu(w), static_cast<const float*>(x), rows, static_cast<float*>(y));
   }
-  void rope(void* q, void* k, int64_t n_seq, int64_t n_new, const int32_t* pos,
-            const AttentionShape& s) override {
-    const int64_t rows = n_seq * n_new;
-    positions_.resize(size_t(rows));
-    for (int64_t i = 0; i < rows; ++i) positions_[size_t(i)] = int32_t(*pos + i % n_new);
+  void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) override {
     const std::vector<double> inv_freq = s.inv_freq();
-    cpu::rope(static_cast<float*>(q), static_cast<float*>(k), positions_.data(), rows, s.n_heads,
+    cpu::rope(static_cast<float*>(q), static_cast<float*>(k), st.positions, st.n_tokens, s.n_heads,
               s.n_kv_heads, s.head_dim, inv_freq.data());
   }
-  void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
-                 int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) override {
-    cpu::kv_store(static_cast<const float*>(k), static_cast<const float*>(v), n_seq, n_new, *pos,
-                  kv.ctx_cap, kv.kv_dim, static_cast<uint16_t*>(kv.k),
-                  static_cast<uint16_t*>(kv.v));
-    cpu::attention(static_cast<const float*>(q), static_cast<const uint16_t*>(kv.k),
-                   static_cast<const uint16_t*>(kv.v), n_seq, n_new, *pos, kv.ctx_cap, s.n_heads,
-                   s.n_kv_heads, s.head_dim, static_cast<float*>(out), s.sliding_window);
+  void attention(const void* q, const void* k, const void* v, KvLayer& kv, const StepDesc& st,
+                 const AttentionShape& s, void* out) override {
+    cpu::kv_store_paged(static_cast<const float*>(k), static_cast<const float*>(v), st.n_tokens,
+                        st.slots, kv.kv_dim, static_cast<uint16_t*>(kv.k),
+                        static_cast<uint16_t*>(kv.v));
+    const cpu::RaggedBatch rb{st.n_seqs,       st.query_start, st.positions,
+                              st.block_tables, st.max_blocks,  st.block_size};
+    cpu::attention_paged(static_cast<const float*>(q), static_cast<const uint16_t*>(kv.k),
+                         static_cast<const uint16_t*>(kv.v), rb, s.n_heads, s.n_kv_heads,
+                         s.head_dim, s.sliding_window, static_cast<float*>(out));
   }
   void swiglu(const void* gate, const void* up, int64_t n, void* out) override {
     cpu::swiglu(static_cast<const float*>(gate), static_cast<const float*>(up), n,
@@ -148,22 +146,21 @@ class CpuBackend final : public Backend {
   void add(void* x, const void* y, int64_t n) override {
     cpu::add(static_cast<float*>(x), static_cast<const float*>(y), n);
   }
-  void gather_last(const void* x, int64_t n_seq, int64_t n_new, int64_t dim, void* out) override {
+  void gather_rows(const void* x, const int32_t* rows, int64_t n, int64_t dim, void* out) override {
     const float* src = static_cast<const float*>(x);
     float* dst = static_cast<float*>(out);
-    for (int64_t s = 0; s < n_seq; ++s)
-      std::memmove(dst + s * dim, src + ((s + 1) * n_new - 1) * dim, size_t(dim) * sizeof(float));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + i * dim, src + int64_t(rows[i]) * dim, size_t(dim) * sizeof(float));
   }
-  void sample(const void* logits, int64_t n_seq, int64_t vocab, const SamplingParams& p,
-              int64_t step, int32_t* tokens_out) override {
+  void sample(const void* logits, int64_t n, int64_t vocab, const SamplingParams& p,
+              const SampleKey* keys, int32_t* tokens_out) override {
     const float* l = static_cast<const float*>(logits);
-    for (int64_t s = 0; s < n_seq; ++s) {
-      const float* row = l + s * vocab;
-      if (p.temperature <= 0.f) {
-        tokens_out[s] = cpu::argmax(row, vocab);
-      } else {
-        tokens_out[s] = sample_top_k(row, vocab, p.temperature, p.top_k, p.seed, step, s);
-      }
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = l + i * vocab;
+      tokens_out[i] = p.temperature <= 0.f
+                          ? cpu::argmax(row, vocab)
+                          : sample_top_k(row, vocab, p.temperature, p.top_k, p.seed,
+                                         keys[i].token_index, keys[i].stream);
     }
   }
 
@@ -183,7 +180,6 @@ class CpuBackend final : public Backend {
  private:
   int threads_ = 1;
   std::vector<std::chrono::steady_clock::time_point> events_;
-  std::vector<int32_t> positions_;
 };
 
 }  // namespace
