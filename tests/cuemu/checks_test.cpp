@@ -2,6 +2,8 @@
 // kernels with one defect each (broken/broken.cu) must be reported under every thread schedule,
 // and the schedules must really reorder the threads.
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -20,19 +22,23 @@ std::string joined(const std::vector<std::string>& v) {
 }
 
 // Runs `launch` under each schedule and expects a fault containing every one of `needles`.
-void expect_caught(const std::function<void()>& launch, const std::vector<std::string>& needles) {
+void expect_caught(const std::function<void()>& launch, const std::vector<std::string>& needles,
+                   const std::vector<uint64_t>& scheds = schedules(11)) {
   cuemu::take_faults();
-  for (uint64_t s : schedules(11)) {
+  for (uint64_t s : scheds) {
     SCOPED_TRACE("thread schedule: " + schedule_name(s));
     cuemu::Options o = cuemu::options();
     o.schedule = s;
     cuemu::set_options(o);
     launch();
     const std::vector<std::string> f = cuemu::take_faults();
+    if (std::getenv("CUEMU_VERBOSE")) std::cout << joined(f) << "\n";
     bool found = false;
     for (const std::string& line : f) {
       bool all = true;
       for (const std::string& n : needles) all = all && line.find(n) != std::string::npos;
+      if (all && !found)
+        std::cout << "[ info     ] caught (" << schedule_name(s) << "): " << line << "\n";
       found = found || all;
     }
     EXPECT_TRUE(found) << "no fault mentions \"" << needles.front() << "\"; faults:" << joined(f);
@@ -68,8 +74,11 @@ TEST(EmuChecks, IntegerSharedRaceInArgmaxIsCaught) {
   const int64_t n_seq = 2, vocab = 5000;
   auto l = upload_act(random_vector(size_t(n_seq * vocab), 2, -4, 4));
   DevBuf tok(size_t(n_seq) * 4);
-  expect_caught([&] { broken::argmax_no_sync(l->as<__half>(), n_seq, vocab, tok.as<int32_t>()); },
-                {"argmax_kernel", "shared si"});
+  auto launch = [&] { broken::argmax_no_sync(l->as<__half>(), n_seq, vocab, tok.as<int32_t>()); };
+  expect_caught(launch, {"argmax_kernel", "shared si"});
+  // Descending order: lane 0 of every other warp writes its index before warp 0 reads it, so the
+  // read is of a written word; the last writer and its epoch show the race.
+  expect_caught(launch, {"reads shared si", "written by thread", "race"}, {1});
 }
 
 TEST(EmuChecks, WriteAfterReadWithoutTrailingSyncIsCaught) {
@@ -93,8 +102,12 @@ TEST(EmuChecks, MissingSyncwarpIsCaught) {
 }
 
 TEST(EmuChecks, SharedOutOfBoundsIsCaught) {
-  REQUIRE_ACCESS_CHECKS();
   DevBuf out(32 * 4);
+  if (!cuemu::access_checks()) {  // ASan build: the guard zones are poisoned for ASan
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(broken::shared_off_by_one(out.as<float>()), "use-after-poison");
+    return;
+  }
   expect_caught([&] { broken::shared_off_by_one(out.as<float>()); },
                 {"out of bounds", "past the end of a"});
 }
@@ -107,8 +120,12 @@ TEST(EmuChecks, ReadOfUnwrittenSharedIsCaught) {
 }
 
 TEST(EmuChecks, GlobalOutOfBoundsAndUseAfterFreeAreCaught) {
-  REQUIRE_ACCESS_CHECKS();
   DevBuf out(100 * 4);
+  if (!cuemu::access_checks()) {  // ASan build: device buffers are heap blocks with red zones
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(broken::global_off_by_one(out.as<float>(), 100), "heap-buffer-overflow");
+    return;
+  }
   expect_caught([&] { broken::global_off_by_one(out.as<float>(), 100); },
                 {"global_off_by_one_kernel", "outside every allocation"});
   float* freed = nullptr;
@@ -121,6 +138,17 @@ TEST(EmuChecks, SyncthreadsReachedByPartOfTheBlockIsCaught) {
   DevBuf out(128 * 4);
   expect_caught([&] { broken::partial_barrier(out.as<int>()); },
                 {"__syncthreads()", "reached by 64 of 128 threads"});
+}
+
+TEST(EmuChecks, ShuffleWithExitedLanesIsCaught) {
+  DevBuf out(128 * 4);
+  expect_caught([&] { broken::shuffle_with_exited_lanes(out.as<float>()); },
+                {"warp collective with lane", "of the mask exited"});
+}
+
+TEST(EmuChecks, DeadlockIsReported) {
+  DevBuf out(32 * 4);
+  expect_caught([&] { broken::deadlock(out.as<float>()); }, {"deadlock"});
 }
 
 TEST(EmuChecks, SharedMemoryLimits) {

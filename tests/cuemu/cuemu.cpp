@@ -245,10 +245,11 @@ struct Worker {
   }
 
   void mark_alloc(size_t off, size_t bytes) {
-    std::memset(smem + off, 0xff, bytes);  // poison: NaN as fp32 and fp16
 #if CUEMU_ASAN
     ASAN_UNPOISON_MEMORY_REGION(smem + off, bytes);
-#else
+#endif
+    std::memset(smem + off, 0xff, bytes);  // poison: NaN as fp32 and fp16
+#if !CUEMU_ASAN
     for (size_t i = off; i < off + bytes; ++i) {
       ShByte& s = shadow[i];
       s.alloc = serial;
@@ -417,6 +418,12 @@ void run_block(Worker* w, LaunchState* l, uint64_t b) {
               if ((a.x_mask >> ln & 1) && f.st != St::done) missing |= 1u << ln;
             }
           if (!missing) {
+            // The lanes still expected exited: the collective completes without them.
+            const Fiber& a = w->fibers[wi * 32 + size_t(__builtin_ctz(wp.arrived))];
+            const unsigned gone = a.x_mask & wp.exists & ~wp.arrived;
+            if (gone)
+              w->fault(&a, "warp collective with lane " + std::to_string(__builtin_ctz(gone)) +
+                               " of the mask exited");
             complete_warp(w, int(wi));
             progressed = true;
           }

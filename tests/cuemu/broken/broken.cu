@@ -134,6 +134,20 @@ __global__ void partial_barrier_kernel(int* out) {
   out[threadIdx.x] = 1;
 }
 
+__global__ void shuffle_exited_kernel(float* out) {
+  if ((threadIdx.x & 31) >= 16) return;
+  out[threadIdx.x] = cuda::detail::warp_sum(1.f);
+}
+
+__global__ void deadlock_kernel(float* out) {
+  if ((threadIdx.x & 31) < 16) {
+    __syncthreads();
+    out[threadIdx.x] = 0.f;
+  } else {
+    out[threadIdx.x] = cuda::detail::warp_sum(1.f);
+  }
+}
+
 __global__ void global_off_by_one_kernel(float* out, int n) {
   for (int i = threadIdx.x; i <= n; i += blockDim.x) out[i] = 1.f;
 }
@@ -187,6 +201,12 @@ void shared_unwritten(int* out) {
 }
 void partial_barrier(int* out) {
   partial_barrier_kernel<<<1, 128>>>(out);
+}
+void shuffle_with_exited_lanes(float* out) {
+  shuffle_exited_kernel<<<2, 64>>>(out);
+}
+void deadlock(float* out) {
+  deadlock_kernel<<<1, 32>>>(out);
 }
 void global_off_by_one(float* out, int n) {
   global_off_by_one_kernel<<<1, 64>>>(out, n);

@@ -25,6 +25,10 @@ void shared_off_by_one(float* out);
 void shared_unwritten(int* out);
 // __syncthreads() inside a branch half of the block takes; the other half exits.
 void partial_barrier(int* out);
+// Half of each warp exits, the other half calls warp_sum (a full-mask shuffle).
+void shuffle_with_exited_lanes(float* out);
+// Lanes 0..15 of warp 0 wait at __syncthreads() while lanes 16..31 wait at a shuffle: deadlock.
+void deadlock(float* out);
 // Writes one element past the end of its output (global out of bounds).
 void global_off_by_one(float* out, int n);
 // 40 KiB static + 16 KiB dynamic shared memory without cudaFuncSetAttribute (over 48 KiB).
