@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -33,12 +34,20 @@ namespace cuemu {
 namespace {
 
 // ---- global state --------------------------------------------------------------------------
-std::mutex g_mutex;  // faults, options, kernel attributes, allocations
-Options g_options;
-std::vector<std::string> g_faults;
+// Never destroyed: a backend held in a static may free device memory after this module's
+// static destructors have run.
+std::mutex& g_mutex = *new std::mutex;  // faults, options, kernel attributes, allocations
+Options initial_options() {
+  Options o;
+  if (const char* e = std::getenv("CUEMU_SCHEDULE")) o.schedule = std::strtoull(e, nullptr, 10);
+  return o;
+}
+Options g_options = initial_options();
+std::vector<std::string>& g_faults = *new std::vector<std::string>;
 std::atomic<uint64_t> g_launches{0};
 std::atomic<int> g_last_error{cudaSuccess};
-std::map<const void*, int> g_max_dynamic;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
+std::map<const void*, int>& g_max_dynamic =
+    *new std::map<const void*, int>;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 
 constexpr int kMaxFaultsPerLaunch = 20;
 constexpr size_t kSmemGuard = 256;     // before and after the dynamic region
@@ -60,6 +69,13 @@ struct LaunchState {
 };
 
 void fault_text(LaunchState* l, const std::string& text) {
+  // Tests that do not look at take_faults() (tests/gpu's, run on the emulated module) set
+  // CUEMU_ABORT_ON_FAULT=1: the first fault ends the process with its message.
+  static const bool abort_on_fault = std::getenv("CUEMU_ABORT_ON_FAULT") != nullptr;
+  if (abort_on_fault) {
+    std::fprintf(stderr, "cuemu fault: %s\n", text.c_str());
+    std::abort();
+  }
   const int n = l ? l->faults.fetch_add(1) : 0;
   if (n >= kMaxFaultsPerLaunch) return;
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -87,7 +103,7 @@ char* g_arena = nullptr;
 uint8_t* g_arena_shadow = nullptr;
 size_t g_arena_top = 0;
 #endif
-std::map<uintptr_t, size_t> g_allocs;  // base -> bytes
+std::map<uintptr_t, size_t>& g_allocs = *new std::map<uintptr_t, size_t>;  // base -> bytes
 
 #if !CUEMU_ASAN
 void arena_init() {
@@ -260,9 +276,10 @@ struct Worker {
   }
 };
 
-thread_local Worker* t_worker = nullptr;  // set while this OS thread runs a block
-std::mutex g_pool_mutex;
-std::vector<std::unique_ptr<Worker>> g_pool;
+__attribute__((tls_model("initial-exec"))) thread_local Worker* t_worker =
+    nullptr;  // set while this OS thread runs a block
+std::mutex& g_pool_mutex = *new std::mutex;
+std::vector<std::unique_ptr<Worker>>& g_pool = *new std::vector<std::unique_ptr<Worker>>;
 
 [[noreturn]] void fiber_exit(Worker* w);
 
@@ -848,6 +865,14 @@ const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorInvalidDeviceFunction";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
+    case cudaErrorInsufficientDriver:
+      return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
   }
   return "cudaError?";
 }
@@ -865,6 +890,14 @@ const char* cudaGetErrorString(cudaError_t e) {
       return "invalid device function";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
+    case cudaErrorInsufficientDriver:
+      return "CUDA driver version is insufficient";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
   }
   return "unknown error";
 }
@@ -928,7 +961,11 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t s) {
+  if (capturing(s)) {
+    capture_op(s, [=] { cudaMemcpy(dst, src, bytes, kind); });
+    return cudaSuccess;
+  }
   return cudaMemcpy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
@@ -936,11 +973,174 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   if (bytes) std::memset(p, value, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
+  if (capturing(s)) {
+    capture_op(s, [=] { cudaMemset(p, value, bytes); });
+    return cudaSuccess;
+  }
   return cudaMemset(p, value, bytes);
 }
 cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
+}
+
+// ---- device, streams, events, graphs -----------------------------------------------------------
+struct CUstream_st {
+  unsigned flags = 0;
+};
+struct CUevent_st {
+  std::chrono::steady_clock::time_point t{};
+  bool recorded = false;
+};
+struct CUgraph_st {
+  std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> ops;
+};
+
+namespace cuemu {
+namespace {
+constexpr size_t kDeviceMemory = size_t(16) << 30;  // what cudaMemGetInfo reports
+thread_local cudaStream_t t_capture_stream = nullptr;
+thread_local CUgraph_st* t_capture = nullptr;
+}  // namespace
+
+bool capturing(cudaStream_t stream) {
+  return t_capture && stream == t_capture_stream;
+}
+void capture_op(cudaStream_t, std::function<void()> op) {
+  t_capture->ops.push_back(std::move(op));
+}
+}  // namespace cuemu
+
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int dev) {
+  return dev == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaGetDevice(int* dev) {
+  *dev = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
+  if (dev != 0) return cudaErrorInvalidValue;
+  *p = cudaDeviceProp{};
+  std::snprintf(p->name, sizeof(p->name), "cuemu (CUDA emulated on the CPU, sm_90 limits)");
+  p->totalGlobalMem = cuemu::kDeviceMemory;
+  p->sharedMemPerBlock = kSharedDefault;
+  p->sharedMemPerBlockOptin = kSharedOptin;
+  p->warpSize = 32;
+  p->maxThreadsPerBlock = kMaxThreads;
+  p->major = 9;
+  p->minor = 0;
+  p->multiProcessorCount = int(std::max(1u, std::thread::hardware_concurrency()));
+  p->l2CacheSize = 50 << 20;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int dev) {
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) return cudaErrorInvalidValue;
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount:
+      *v = p.multiProcessorCount;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:
+      *v = p.major;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *v = p.minor;
+      return cudaSuccess;
+  }
+  return cudaErrorInvalidValue;
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  size_t used = 0;
+  for (const auto& a : g_allocs) used += a.second;
+  *total_bytes = cuemu::kDeviceMemory;
+  *free_bytes = used < cuemu::kDeviceMemory ? cuemu::kDeviceMemory - used : 0;
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = 0;  // no driver
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* s) {
+  *s = new CUstream_st;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+  *s = new CUstream_st{flags};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete s;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new CUevent_st;
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (capturing(s)) return cudaErrorStreamCaptureUnsupported;
+  e->t = std::chrono::steady_clock::now();
+  e->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  return e && e->recorded ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t from, cudaEvent_t to) {
+  if (!from || !to || !from->recorded || !to->recorded) return cudaErrorInvalidResourceHandle;
+  *ms = std::chrono::duration<float, std::milli>(to->t - from->t).count();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+  if (t_capture) return cudaErrorStreamCaptureUnsupported;
+  t_capture = new CUgraph_st;
+  t_capture_stream = s;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
+  if (!t_capture || s != t_capture_stream) return cudaErrorInvalidValue;
+  *g = t_capture;
+  t_capture = nullptr;
+  t_capture_stream = nullptr;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t g, unsigned long long) {
+  if (!g) return cudaErrorInvalidValue;
+  *e = new CUgraphExec_st{g->ops};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
+  if (!e) return cudaErrorInvalidValue;
+  for (auto& op : e->ops) op();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  delete g;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
+  delete e;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned, unsigned long long,
+                                             cudaDriverEntryPointQueryResult*) {
+  *fn = nullptr;
+  return cudaErrorNoDevice;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
   return cudaSuccess;

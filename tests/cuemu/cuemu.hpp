@@ -47,6 +47,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -116,12 +117,45 @@ enum cudaError_t {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorLaunchFailure = 719,
 };
 using cudaError = cudaError_t;
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;
+struct CUevent_st;
+using cudaEvent_t = CUevent_st*;
+struct CUgraph_st;
+using cudaGraph_t = CUgraph_st*;
+struct CUgraphExec_st;
+using cudaGraphExec_t = CUgraphExec_st*;
+inline constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrComputeCapabilityMinor = 76,
+};
+// The emulated device: an sm_90 part (the limits of cuemu.hpp).
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;
+  size_t sharedMemPerBlockOptin;
+  int warpSize;
+  int maxThreadsPerBlock;
+  int major, minor;
+  int multiProcessorCount;
+  int l2CacheSize;
+};
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
   cudaMemcpyHostToDevice = 1,
@@ -133,6 +167,8 @@ enum cudaFuncAttribute {
   cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
   cudaFuncAttributePreferredSharedMemoryCarveout = 9,
 };
+enum cudaGetDriverEntryPointFlags { cudaEnableDefault = 0 };
+enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0 };
 
 namespace cuemu {
 
@@ -140,7 +176,9 @@ inline constexpr size_t kSharedDefault = 48 * 1024;  // per block without opt-in
 inline constexpr size_t kSharedOptin = 227 * 1024;   // sm_90 sharedMemPerBlockOptin
 inline constexpr int kMaxThreads = 1024;
 
-// How launches run. Tests set it per case; CUEMU_WORKERS overrides `workers` (0: the hardware's).
+// How launches run. Tests set it per case; the environment gives the defaults: CUEMU_SCHEDULE,
+// CUEMU_WORKERS (overrides `workers`; 0: the hardware's threads), and CUEMU_ABORT_ON_FAULT=1
+// (print the first fault and abort, for tests that do not call take_faults()).
 struct Options {
   uint64_t schedule = 0;  // 0 ascending, 1 descending, >= 2 shuffled with this seed
   int workers = 0;        // OS threads running blocks
@@ -194,12 +232,27 @@ inline LaunchConfigBuilder launch_config(const char* name, const char* file, int
   return {kernel, LaunchConfig{name, file, line, grid, block, smem, stream}};
 }
 
-// launch_config(...) % [&]() { kernel(args); }: every CUDA thread of the grid runs the lambda.
+// True while `stream` is being captured into a graph (launches are then recorded, not run).
+bool capturing(cudaStream_t stream);
+void capture_op(cudaStream_t stream, std::function<void()> op);
+
+template <class L>
+void call_body(void* c) {
+  (*static_cast<L*>(c))();
+}
+
+// launch_config(...) % [=]() { kernel(args); }: every CUDA thread of the grid runs the lambda
+// (which holds copies of the arguments, so a captured launch replays with them).
 template <class F>
 void operator%(const LaunchConfigBuilder& b, F&& body) {
-  launch(
-      b.kernel, b.cfg, [](void* c) { (*static_cast<std::remove_reference_t<F>*>(c))(); },
-      const_cast<void*>(static_cast<const void*>(&body)));
+  using L = std::decay_t<F>;
+  if (capturing(b.cfg.stream)) {
+    capture_op(b.cfg.stream,
+               [b, body = L(body)]() mutable { launch(b.kernel, b.cfg, &call_body<L>, &body); });
+    return;
+  }
+  L copy(body);
+  launch(b.kernel, b.cfg, &call_body<L>, &copy);
 }
 
 template <class T>
@@ -508,6 +561,32 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream = nullptr);
 cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaGetDeviceCount(int* n);
+cudaError_t cudaSetDevice(int dev);
+cudaError_t cudaGetDevice(int* dev);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev);
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int dev);
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+cudaError_t cudaDriverGetVersion(int* v);
+cudaError_t cudaRuntimeGetVersion(int* v);
+cudaError_t cudaStreamCreate(cudaStream_t* s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaEventCreate(cudaEvent_t* e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t from, cudaEvent_t to);
+// Graphs: a capture records the stream's launches and async memsets/copies; a launch replays them.
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t g, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned version,
+                                             unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult* status = nullptr);
 template <class T>
 cudaError_t cudaMalloc(T** p, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void**>(p), bytes);

@@ -3,7 +3,7 @@
 // leaves every other byte (and every line number) of the file as it is:
 //   k<<<grid, block, smem, stream>>>(args)  ->
 //       ::cuemu::launch_config("k", __FILE__, __LINE__, CUEMU_KERNEL_ADDRESS(k), grid, block,
-//                              smem, stream) % [&]() { k(args); }
+//                              smem, stream) % [=]() { k(args); }
 //   (every CUDA thread runs the lambda, so template kernels deduce their arguments as usual)
 //   __shared__ T a[N], b;                        ->  CUEMU_SHARED(T, a, [N]); CUEMU_SHARED(T, b, );
 //   extern __shared__ T smem[];                  ->  T* const smem = ::cuemu::dynamic_shared<T>();
@@ -152,7 +152,7 @@ std::string rewrite(const std::string& file, const std::string& s) {
       out.resize(ks);
       out += "::cuemu::launch_config(\"" + kernel +
              "\", __FILE__, __LINE__, CUEMU_KERNEL_ADDRESS(" + kernel + "), " + one_line(cfg) +
-             ") % [&]() { " + kernel + one_line(args) + "; }";
+             ") % [=]() { " + kernel + one_line(args) + "; }";
       out += std::string(lines, '\n');
       i = z + 1;
     } else if (starts(i, "__shared__") && (i == 0 || !ident_char(s[i - 1])) &&

@@ -16,3 +16,15 @@ enum cublasStatus_t {
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
   CUBLAS_STATUS_LICENSE_ERROR = 16,
 };
+
+// Opaque handles of src/backend/cuda/lt_gemm.hpp (its implementation is stubbed out under the
+// emulation: tests/cuemu/backend_stubs.cpp).
+struct cublasLtContext;
+using cublasLtHandle_t = cublasLtContext*;
+struct cublasLtMatmulDescOpaque_t;
+using cublasLtMatmulDesc_t = cublasLtMatmulDescOpaque_t*;
+struct cublasLtMatrixLayoutOpaque_t;
+using cublasLtMatrixLayout_t = cublasLtMatrixLayoutOpaque_t*;
+struct cublasLtMatmulAlgo_t {
+  uint64_t data[8];
+};
