@@ -811,7 +811,7 @@ void launch(const void* kernel, const LaunchConfig& cfg, Entry entry, void* ctx)
   Options o = options();
   int n = o.workers;
   if (const char* e = std::getenv("CUEMU_WORKERS")) n = std::atoi(e);
-  if (n <= 0) n = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (n <= 0) n = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   n = int(std::min<uint64_t>(uint64_t(n), blocks));
   std::vector<Worker*> ws;
   {
@@ -1179,6 +1179,21 @@ void __tsan_read_range(void* p, unsigned long n) {
 }
 void __tsan_write_range(void* p, unsigned long n) {
   cuemu::check_access(p, n, true);
+}
+// Clang's instrumentation calls these for memcpy/memset/memmove.
+void* __tsan_memcpy(void* d, const void* s, unsigned long n) {
+  cuemu::check_access(s, n, false);
+  cuemu::check_access(d, n, true);
+  return std::memcpy(d, s, n);
+}
+void* __tsan_memmove(void* d, const void* s, unsigned long n) {
+  cuemu::check_access(s, n, false);
+  cuemu::check_access(d, n, true);
+  return std::memmove(d, s, n);
+}
+void* __tsan_memset(void* d, int c, unsigned long n) {
+  cuemu::check_access(d, n, true);
+  return std::memset(d, c, n);
 }
 void __tsan_init() {}
 void __tsan_func_entry(void*) {}

@@ -6,12 +6,12 @@
 // tests/cuemu/rewrite.cpp turns `k<<<...>>>(args)` launches and `__shared__` declarations into
 // calls of this header. A launch runs synchronously: the blocks of the grid run on a few OS
 // threads (one block at a time per thread), and every CUDA thread of a block is a fiber
-// (ucontext stack, switched with _setjmp/_longjmp) that runs until it reaches __syncthreads(),
-// __syncwarp(), a warp shuffle or vote, or its end; then the next fiber of the block runs. Warps
-// are 32 consecutive threads; shuffles and votes exchange values through a per-warp buffer once
-// every lane of the mask has arrived. The order in which runnable fibers are resumed is the
-// schedule: ascending, descending or shuffled from a seed (cuemu::Options), so each test runs
-// under several orders of the threads between barriers.
+// (ucontext stack, switched with _setjmp/_longjmp; swapcontext under ASan) that runs until it
+// reaches __syncthreads(), __syncwarp(), a warp shuffle or vote, or its end; then the next fiber
+// of the block runs. Warps are 32 consecutive threads; shuffles and votes exchange values through a
+// per-warp buffer once every lane of the mask has arrived. The order in which runnable fibers are
+// resumed is the schedule: ascending, descending or shuffled from a seed (cuemu::Options), so each
+// test runs under several orders of the threads between barriers.
 //
 // Checks (a failed check is a fault: cuemu::take_faults() returns it, the test fails):
 //  - shared memory (static `__shared__` and dynamic `extern __shared__`) lives in a per-block
@@ -177,8 +177,9 @@ inline constexpr size_t kSharedOptin = 227 * 1024;   // sm_90 sharedMemPerBlockO
 inline constexpr int kMaxThreads = 1024;
 
 // How launches run. Tests set it per case; the environment gives the defaults: CUEMU_SCHEDULE,
-// CUEMU_WORKERS (overrides `workers`; 0: the hardware's threads), and CUEMU_ABORT_ON_FAULT=1
-// (print the first fault and abort, for tests that do not call take_faults()).
+// CUEMU_WORKERS (overrides `workers`; 0: the hardware's threads, at most 8), and
+// CUEMU_ABORT_ON_FAULT=1 (print the first fault and abort, for tests that do not call
+// take_faults()).
 struct Options {
   uint64_t schedule = 0;  // 0 ascending, 1 descending, >= 2 shuffled with this seed
   int workers = 0;        // OS threads running blocks
