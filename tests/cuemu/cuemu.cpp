@@ -96,7 +96,7 @@ std::string dims(uint3 d) {
 // ---- device memory arena (default build): never-reused addresses, 8-byte granule shadow ------
 // Shadow byte per granule: 0 unallocated or guard, 1..8 first k bytes addressable, kFreed.
 #if !CUEMU_ASAN
-constexpr size_t kArenaBytes = size_t(32) << 30;
+size_t g_arena_bytes = 0;  // address space reserved (never reused: freed ranges stay shadowed)
 constexpr size_t kAllocGuard = 512;
 constexpr uint8_t kFreed = 0xfd;
 char* g_arena = nullptr;
@@ -108,17 +108,26 @@ std::map<uintptr_t, size_t>& g_allocs = *new std::map<uintptr_t, size_t>;  // ba
 #if !CUEMU_ASAN
 void arena_init() {
   if (g_arena) return;
-  void* a = mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  void* s = mmap(nullptr, kArenaBytes / 8, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (a == MAP_FAILED || s == MAP_FAILED) {
-    std::fprintf(stderr, "cuemu: cannot reserve the device arena\n");
-    std::abort();
+  // Address space only (MAP_NORESERVE); smaller reservations where the system refuses a big one.
+  for (size_t gib : {64, 16, 4, 1}) {
+    const size_t bytes = gib << 30;
+    void* a = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a == MAP_FAILED) continue;
+    void* s = mmap(nullptr, bytes / 8, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (s == MAP_FAILED) {
+      munmap(a, bytes);
+      continue;
+    }
+    g_arena = static_cast<char*>(a);
+    g_arena_shadow = static_cast<uint8_t*>(s);
+    g_arena_bytes = bytes;
+    g_arena_top = 4096;
+    return;
   }
-  g_arena = static_cast<char*>(a);
-  g_arena_shadow = static_cast<uint8_t*>(s);
-  g_arena_top = 4096;
+  std::fprintf(stderr, "cuemu: cannot reserve address space for the device arena\n");
+  std::abort();
 }
 
 void shadow_mark(size_t off, size_t bytes, bool valid) {
@@ -656,7 +665,7 @@ inline void check_access(const void* p, size_t n, bool write) {
     shared_access(w, size_t(so), n, write);
     return;
   }
-  if (a - reinterpret_cast<uintptr_t>(g_arena) < kArenaBytes) {
+  if (a - reinterpret_cast<uintptr_t>(g_arena) < g_arena_bytes) {
     const int r = arena_check(a, n);
     if (r)
       w->fault(w->cur,
@@ -909,7 +918,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 #else
   arena_init();
   const size_t base = (g_arena_top + kAllocGuard + 255) / 256 * 256;
-  if (base + bytes + kAllocGuard > kArenaBytes) return cudaErrorMemoryAllocation;
+  if (base + bytes + kAllocGuard > g_arena_bytes) return cudaErrorMemoryAllocation;
   g_arena_top = base + bytes;
   shadow_mark(base, bytes, true);
   *p = g_arena + base;
@@ -944,7 +953,7 @@ bool device_range_ok(const void* p, size_t bytes, const char* what) {
   return true;
 #else
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  if (!g_arena || a - uintptr_t(g_arena) >= kArenaBytes || bytes == 0) return true;
+  if (!g_arena || a - uintptr_t(g_arena) >= g_arena_bytes || bytes == 0) return true;
   if (arena_check(a, bytes) == 0) return true;
   fault_text(nullptr, std::string(what) + ": " + std::to_string(bytes) +
                           " bytes outside a live device allocation");
