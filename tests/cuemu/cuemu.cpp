@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -45,6 +46,7 @@ Options initial_options() {
 Options g_options = initial_options();
 std::vector<std::string>& g_faults = *new std::vector<std::string>;
 std::atomic<uint64_t> g_launches{0};
+std::set<std::string>& g_launched = *new std::set<std::string>;  // kernel names
 std::atomic<int> g_last_error{cudaSuccess};
 std::map<const void*, int>& g_max_dynamic =
     *new std::map<const void*, int>;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
@@ -706,6 +708,10 @@ std::vector<std::string> take_faults() {
 uint64_t launch_count() {
   return g_launches.load();
 }
+std::vector<std::string> launched_kernels() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return {g_launched.begin(), g_launched.end()};
+}
 bool access_checks() {
   return !CUEMU_ASAN;
 }
@@ -796,6 +802,11 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 
 void launch(const void* kernel, const LaunchConfig& cfg, Entry entry, void* ctx) {
   g_launches.fetch_add(1);
+  {
+    const std::string name(cfg.name);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_launched.insert(name.substr(0, name.find('<')));
+  }
   LaunchState l;
   l.cfg = cfg;
   l.entry = entry;

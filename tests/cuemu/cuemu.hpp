@@ -189,8 +189,9 @@ Options options();
 
 // Faults found since the last call (one line each, at most ~20 per launch plus a count).
 std::vector<std::string> take_faults();
-// Launches since the start (tests check that an op launched what it should).
+// Launches since the start, and the names of the kernels launched (template arguments dropped).
 uint64_t launch_count();
+std::vector<std::string> launched_kernels();
 // True when loads and stores are checked (the TSan-instrumented build); false under ASan.
 bool access_checks();
 

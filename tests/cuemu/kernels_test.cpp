@@ -6,8 +6,14 @@
 // unwritten shared memory and out-of-bounds accesses failing the test.
 #include "kernels/cpu/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -404,6 +410,77 @@ TEST(EmuOps, SampleArgmax) {
         EXPECT_EQ(got[size_t(s)], cpu::argmax(l.data() + s * vocab, vocab)) << "seq " << s;
     });
   }
+}
+
+// ---- every kernel of kernels/cuda runs under the emulation ----------------------------------
+// Each launcher once, on small shapes and on every path of its dispatch; the names of the kernels
+// that ran must cover every __global__ function of kernels/cuda/*.cu. A new kernel fails this
+// test until a case runs it (here, and with its CPU reference above or in tests/gpu).
+TEST(EmuOps, EveryKernelOfKernelsCudaRuns) {
+  const auto f16 = [](size_t n) { return upload_act(random_vector(n, 30, -1, 1)); };
+  auto w16 = f16(64 * 48), x16 = f16(8 * 64), y16 = f16(8 * 64);
+  std::vector<int8_t> w8(64 * 48, 3);
+  auto dw8 = upload(w8);
+  auto sc = upload(std::vector<float>(64, 0.01f));
+  auto g32 = upload(std::vector<float>(64, 1.f));
+  auto tok = upload(std::vector<int32_t>{1, 2, 3});
+  auto pos = upload(std::vector<int32_t>{5});
+  DevBuf out(64 * 64 * 2), f32(64 * 4), i8(64 * 48), toks(12);
+  cuda::fill_f16(H(out), 100, 1, 0.1f, nullptr);
+  cuda::fill_i8(i8.as<int8_t>(), f32.as<float>(), 4, 12, 1, 0.1f, nullptr);
+  cuda::fill_f32(f32.as<float>(), 64, 1, 1.f, 0.1f, nullptr);
+  for (int64_t dim : {48, 47}) cuda::embed(H(w16), 64, tok->as<int32_t>(), 3, dim, H(out), nullptr);
+  for (int64_t dim : {64, 63})
+    cuda::rmsnorm(H(x16), g32->as<float>(), 2, dim, 1e-5f, H(out), nullptr);
+  for (int64_t n_in : {48, 47}) {
+    cuda::gemv_f16(H(w16), H(x16), 2, 64, n_in, H(out), nullptr);
+    cuda::gemv_i8(dw8->as<int8_t>(), sc->as<float>(), H(x16), 2, 64, n_in, H(out), nullptr);
+    cuda::dequantize_i8(dw8->as<int8_t>(), sc->as<float>(), 64, n_in, H(out), nullptr);
+    cuda::gemm_fallback(w16->get(), nullptr, false, H(x16), 8, 64, n_in, H(out), nullptr);
+  }
+  cuda::rope(H(x16), H(y16), 2, 2, pos->as<int32_t>(), 2, 1, 64, 10000.f, nullptr);
+  DevBuf kc(16 * 64 * 2), vc(16 * 64 * 2), scratch(1 << 16);
+  cuda::kv_store(H(x16), H(y16), 1, 2, pos->as<int32_t>(), 16, 64, H(kc), H(vc), nullptr);
+  cuda::AttnArgs a;
+  a.q = H(x16);
+  a.k_cache = H(kc);
+  a.v_cache = H(vc);
+  a.out = H(out);
+  a.pos = pos->as<int32_t>();
+  a.n_seq = 1;
+  a.n_new = 2;
+  a.ctx_cap = 16;
+  a.n_heads = 2;
+  a.n_kv_heads = 1;
+  a.hd = 64;
+  cuda::attention_prefill(a, nullptr);
+  a.n_new = 1;
+  cuda::attention_decode(a, scratch.as<float>(), nullptr);
+  for (int64_t n : {64, 63}) {
+    cuda::swiglu(H(x16), H(y16), n, H(out), nullptr);
+    cuda::add(H(out), H(y16), n, nullptr);
+  }
+  cuda::gather_last(H(x16), 2, 2, 64, H(out), nullptr);
+  cuda::argmax(H(x16), 2, 64, toks.as<int32_t>(), nullptr);
+  expect_no_faults();
+
+  // The __global__ functions of kernels/cuda/*.cu.
+  std::set<std::string> declared;
+  const std::regex global(R"(__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\()");
+  for (const auto& e : std::filesystem::directory_iterator(CUEMU_KERNELS_DIR)) {
+    if (e.path().extension() != ".cu") continue;
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    for (std::sregex_iterator it(text.begin(), text.end(), global), end; it != end; ++it)
+      declared.insert((*it)[1]);
+  }
+  EXPECT_GE(declared.size(), 20u) << "the __global__ scan of " << CUEMU_KERNELS_DIR << " is broken";
+  const std::vector<std::string> ran = cuemu::launched_kernels();
+  for (const std::string& k : declared)
+    EXPECT_NE(std::find(ran.begin(), ran.end(), k), ran.end())
+        << "kernel " << k << " of kernels/cuda never ran under the emulation: add a case";
 }
 
 }  // namespace latprof::cuemutest
