@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one prepared check for a lent GPU (A100/H100/H200): build, GPU tests, `latprof hw`, and
+# The one prepared check for a lent GPU (A100/H100/H200): build, GPU tests (the cuBLASLt callers
+# must run, not skip: the CPU emulation of tests/cuemu cannot cover them), `latprof hw`, and
 # `latprof run --input 500 --output 200` on llama-2-7b in FP16 and INT8, with and without
 # --counters; reports go to $OUT when it is set; a summary table is printed at the end.
 # Budget: < 8 minutes on an H200 machine with 16 cores. Every step's failure is reported and the
@@ -49,6 +50,19 @@ CONF=(-DCMAKE_BUILD_TYPE=Release -DLATPROF_CUDA=ON -DLATPROF_BENCHMARKS=OFF)
 step configure 120 cmake -S . -B "$BUILD" "${CONF[@]}"
 step build 300 cmake --build "$BUILD" -j"$JOBS"
 step gpu-tests 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 120
+# cuBLASLt cannot run under the CPU emulation of the CUDA kernels (tests/cuemu, CI): its callers,
+# the prefill GEMMs (FP16, and INT8 through dequantize_i8) and the ceilings' GEMM, are tested only
+# here, so this step fails when any of their tests was skipped instead of run.
+CUBLASLT_CALLERS='
+  out=$("$1/test_gpu_ops" --gtest_filter="Shapes/GpuMatmul.*:GpuBackend.CeilingsAreMeasured" 2>&1); rc=$?
+  fwd=$("$1/test_gpu_forward" 2>&1) || rc=1
+  printf "%s\n%s\n" "$out" "$fwd"
+  if grep -q "SKIPPED \]" <<<"$out$fwd"; then echo "cuBLASLt callers were skipped, not run"; rc=1; fi
+  if ! grep -q "GpuMatmul.MatchesCpu/f16_m500" <<<"$out"; then echo "no prefill GEMM test ran"; rc=1; fi
+  exit $rc'
+step cublaslt-callers 150 bash -c "$CUBLASLT_CALLERS" _ "$BUILD"
+# The emulated kernel tests also build and pass next to nvcc (they need only g++).
+step cuemu-tests 120 ctest --test-dir "$BUILD" -L cuemu --output-on-failure --timeout 100 -j"$JOBS"
 cp "$LOG" "$DEST/ctest-and-build.log" 2>/dev/null || true
 step hw 60 "$BUILD/latprof" hw
 
