@@ -259,12 +259,14 @@ TEST(EmuOps, Rope) {
     std::vector<float> q = q0, k = k0;
     std::vector<int32_t> pos(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = c.pos0 + int32_t(r % c.n_new);
-    cpu::rope(q.data(), k.data(), pos.data(), rows, c.heads, c.kv, c.hd, 10000.f);
+    std::vector<double> inv(size_t(c.hd / 2));
+    for (int i = 0; i < c.hd / 2; ++i) inv[size_t(i)] = std::pow(10000.0, -2.0 * i / c.hd);
+    cpu::rope(q.data(), k.data(), pos.data(), rows, c.heads, c.kv, c.hd, inv.data());
     auto dp = upload(std::vector<int32_t>{c.pos0});
     under_schedules(5, [&] {
       auto dq = upload_act(q0);
       auto dk = upload_act(k0);
-      cuda::rope(H(dq), H(dk), rows, c.n_new, dp->as<int32_t>(), c.heads, c.kv, c.hd, 10000.f,
+      cuda::rope(H(dq), H(dk), rows, c.n_new, dp->as<int32_t>(), c.heads, c.kv, c.hd, inv.data(),
                  nullptr);
       EXPECT_TRUE(all_close(download_act(*dq, int64_t(q.size())), q, 4e-3, 2e-3));
       EXPECT_TRUE(all_close(download_act(*dk, int64_t(k.size())), k, 4e-3, 2e-3));
@@ -438,7 +440,11 @@ TEST(EmuOps, EveryKernelOfKernelsCudaRuns) {
     cuda::dequantize_i8(dw8->as<int8_t>(), sc->as<float>(), 64, n_in, H(out), nullptr);
     cuda::gemm_fallback(w16->get(), nullptr, false, H(x16), 8, 64, n_in, H(out), nullptr);
   }
-  cuda::rope(H(x16), H(y16), 2, 2, pos->as<int32_t>(), 2, 1, 64, 10000.f, nullptr);
+  {
+    std::vector<double> inv(32);
+    for (int i = 0; i < 32; ++i) inv[size_t(i)] = std::pow(10000.0, -2.0 * i / 64);
+    cuda::rope(H(x16), H(y16), 2, 2, pos->as<int32_t>(), 2, 1, 64, inv.data(), nullptr);
+  }
   DevBuf kc(16 * 64 * 2), vc(16 * 64 * 2), scratch(1 << 16);
   cuda::kv_store(H(x16), H(y16), 1, 2, pos->as<int32_t>(), 16, 64, H(kc), H(vc), nullptr);
   cuda::AttnArgs a;
