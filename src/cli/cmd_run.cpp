@@ -66,6 +66,19 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                 "profiler's overhead");
   sub->add_flag("--reprobe", o->reprobe, "Measure the machine's ceilings again (ignore the cache)");
   sub->add_flag("--quiet,-q", o->quiet, "No progress bars on stderr");
+  sub->add_option("--kv-block-size", o->kv_block_size,
+                  "Positions per block of the paged KV cache (a power of two)")
+      ->capture_default_str();
+  sub->add_option("--kv-cache-memory", o->kv_cache_memory,
+                  "KV cache size, e.g. 8GiB (default: what the run's requests need)");
+  sub->add_option("--max-model-len", o->max_model_len,
+                  "Positions of one request (0: the model's context)")
+      ->capture_default_str();
+  sub->add_option("--max-batched-tokens", o->max_batched_tokens,
+                  "Token budget of one engine step, prefill chunks and decodes together")
+      ->capture_default_str();
+  sub->add_option("--max-seqs", o->max_seqs, "Sequences in one engine step")
+      ->capture_default_str();
   sub->add_option("--json", *json_path, "Write the full report as JSON");
   sub->add_option("--trace", ex->trace, "Write a Chrome/Perfetto trace (JSON)");
   sub->add_option("--csv", ex->csv, "Write the stage and op tables as CSV");

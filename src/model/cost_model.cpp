@@ -181,6 +181,19 @@ Cost sample_cost(const ModelConfig& m, const Precision& p, int64_t n_seq) {
   return c;
 }
 
+OpCosts step_cost(const ModelConfig& m, const Precision& p, const std::vector<StepSeq>& seqs) {
+  OpCosts sum{};
+  for (const StepSeq& q : seqs) {
+    const OpCosts one = forward_cost(m, p, 1, q.n_new, q.past);
+    for (int i = 0; i < kNumOps; ++i) {
+      const double w = std::max(sum[i].weight_bytes, one[i].weight_bytes);
+      sum[i] += one[i];
+      sum[i].weight_bytes = w;  // read once per step, whatever the number of sequences
+    }
+  }
+  return sum;
+}
+
 OpCosts decode_cost(const ModelConfig& m, const Precision& p, int64_t n_seq, int64_t prompt,
                     int64_t n_steps) {
   OpCosts sum{};

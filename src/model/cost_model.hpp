@@ -73,6 +73,14 @@ Cost operator*(Cost a, double k);
 using OpCosts = std::array<Cost, kNumOps>;
 Cost total(const OpCosts& ops);
 
+// One engine step: sequences that each append n_new tokens after `past` cached ones, in one
+// forward pass (each weight read once for the whole step; per-token and per-sequence terms add).
+struct StepSeq {
+  int64_t n_new = 0;
+  int64_t past = 0;
+};
+OpCosts step_cost(const ModelConfig& m, const Precision& p, const std::vector<StepSeq>& seqs);
+
 // One forward pass over n_seq sequences that each append n_new tokens after `ctx0` cached ones.
 // Prefill: n_new = prompt length, ctx0 = 0. Decode step: n_new = 1, ctx0 = tokens so far.
 // logits_rows_per_seq: how many positions per sequence go through the final norm and LM head

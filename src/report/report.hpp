@@ -69,6 +69,22 @@ struct Check {
   std::string message;
 };
 
+// One engine step of the median repeat: what the scheduler put in it and what it cost.
+struct StepRow {
+  int64_t index = 0;
+  double start_ms = 0;     // from the request start (host clock): the previous step's end
+  double time_ms = 0;      // host clock, to this step's end (tokens in host memory)
+  double schedule_ms = 0;  // scheduler and step building (host bookkeeping)
+  double forward_ms = 0;   // the forward pass (backend clock)
+  double sample_ms = 0;    // sampling (backend clock)
+  int64_t prefill_tokens = 0, decode_tokens = 0, seqs = 0;
+  int64_t kv_blocks_used = 0;
+  double kv_usage = 0;  // fraction of the KV blocks in use after the step
+  int64_t preempted = 0;
+  double flops = 0, bytes = 0;  // cost model
+  double mfu = 0, mbu = 0;      // against time_ms
+};
+
 struct RunInfo {
   std::string model;
   std::string model_source;  // "builtin", a path
@@ -120,6 +136,7 @@ struct RunReport {
                                        // memory and detokenized, ms from request start (host
                                        // clock); TTFT, TPOT and the ITL samples derive from it
   std::vector<double> repeat_e2e_ms;
+  std::vector<StepRow> steps;  // median repeat
   std::vector<Check> checks;
   std::vector<std::string> notes;
   nlohmann::json profile;  // backend profile (kernels, counters), null if none

@@ -78,6 +78,11 @@ struct Record<Check> : std::true_type {
   static constexpr const char* name = "check";
   static constexpr const char* meaning = "a physics check of the run";
 };
+template <>
+struct Record<StepRow> : std::true_type {
+  static constexpr const char* name = "step";
+  static constexpr const char* meaning = "one step of the continuous-batching engine";
+};
 template <class T>
 inline constexpr bool is_record_v = Record<std::remove_const_t<T>>::value;
 
@@ -139,6 +144,26 @@ void describe(V& v, C& c) {
     {"", "error: physics violated (likely a timing bug); warning; info", 0, "error|warning|info"});
   v("subject", c.subject, {"", "what was checked, e.g. decode or metrics.mbu"});
   v("message", c.message, {"", "what was found"});
+}
+
+template <class V, Same<StepRow> S>
+void describe(V& v, S& s) {
+  v("index", s.index, {"count", "step number, from 0", kMin0});
+  v("start_ms", s.start_ms, {"ms", "when it began: the previous step's end (host clock)", kMin0});
+  v("time_ms", s.time_ms, {"ms", "to its end, tokens in host memory (host clock)", kMin0});
+  v("schedule_ms", s.schedule_ms, {"ms", "scheduler and step building", kMin0});
+  v("forward_ms", s.forward_ms, {"ms", "forward pass (backend clock)", kMin0});
+  v("sample_ms", s.sample_ms, {"ms", "sampling (backend clock)", kMin0});
+  v("prefill_tokens", s.prefill_tokens, {"token", "prompt (or recomputed) tokens", kMin0});
+  v("decode_tokens", s.decode_tokens, {"token", "one per decoding sequence", kMin0});
+  v("seqs", s.seqs, {"count", "sequences in the step", kMin0});
+  v("kv_blocks_used", s.kv_blocks_used, {"count", "KV blocks in use after it", kMin0});
+  v("kv_usage", s.kv_usage, {"1", "fraction of the KV blocks in use after it", kMin0});
+  v("preempted", s.preempted, {"count", "requests preempted while planning it", kMin0});
+  v("flops", s.flops, {"FLOP", "executed FLOPs (cost model)", kMin0});
+  v("bytes", s.bytes, {"B", "bytes moved (cost model; weights once per step)", kMin0});
+  v("mfu", s.mfu, {"1", "model FLOPs / time_ms / compute peak", kMin0});
+  v("mbu", s.mbu, {"1", "bytes / time_ms / memory bandwidth", kMin0});
 }
 
 // ---- the report -------------------------------------------------------------------------------
@@ -307,17 +332,30 @@ void describe(V& v, R& r) {
             {"B", "KV-cache bytes written once before any request", kMin0});
           e("time_ms", kNumber, {"ms", "the warm-up, KV-cache touch included", kMin0});
         });
+        d.object("engine", {"", "the continuous-batching engine's settings", kOptional},
+                 [](auto& e) {
+                   e("kv_block_size", kInteger, {"token", "positions per KV block", kMin1});
+                   e("kv_blocks", kInteger, {"count", "blocks in the KV pool", kMin1});
+                   e("kv_cache_bytes", kNumber, {"B", "the KV pool", kMin0});
+                   e("max_model_len", kInteger, {"token", "positions of one request", kMin1});
+                   e("max_batched_tokens", kInteger,
+                     {"token", "most tokens in one step (capped at what the run can hold)", kMin1});
+                   e("max_seqs", kInteger, {"count", "most sequences in one step", kMin1});
+                   e("preemptions", kInteger,
+                     {"count", "requests preempted (recomputed) in the median repeat", kMin0});
+                 });
         d("unattributed_ms", kNumber,
           {"ms", "e2e_ms minus the sum of the stages (they partition it: zero up to rounding)",
            kOptional});
-        d.object("profiler_overhead",
-                 {"", "with --overhead: one request without profiling", kOptional}, [](auto& e) {
-                   e("instrumented_e2e_ms", kNumber, {"ms", "median instrumented request"});
-                   e("bare_e2e_ms", kNumber, {"ms", "the request without NVTX ranges or op events"});
-                   e("overhead_fraction", kNumber, {"1", "(instrumented - bare) / bare"});
-                   e("instrumented", kString, {"", "what instrumentation was on", kOptional});
-                   e("note", kString, {"", "how to read it", kOptional});
-                 });
+        d.object(
+            "profiler_overhead", {"", "with --overhead: one request without profiling", kOptional},
+            [](auto& e) {
+              e("instrumented_e2e_ms", kNumber, {"ms", "median instrumented request"});
+              e("bare_e2e_ms", kNumber, {"ms", "the request without NVTX ranges or op events"});
+              e("overhead_fraction", kNumber, {"1", "(instrumented - bare) / bare"});
+              e("instrumented", kString, {"", "what instrumentation was on", kOptional});
+              e("note", kString, {"", "how to read it", kOptional});
+            });
       });
   v("decode_step_ms", r.decode_step_ms,
     {"ms",
@@ -330,6 +368,9 @@ void describe(V& v, R& r) {
      "request start (host clock); TTFT, TPOT and the ITL gaps derive from it",
      kOptional | kMin0});
   v("repeat_e2e_ms", r.repeat_e2e_ms, {"ms", "end-to-end latency of every repeat", kMin0});
+  v("steps", r.steps,
+    {"", "the engine's steps in the median repeat (prefill and decode tokens, KV use, time)",
+     kOptional});
   v("checks", r.checks, {"", "physics checks"});
   v("notes", r.notes, {"", "how figures were obtained (clock, graphs, counters, caveats)"});
   v.opaque("profile", r.profile,

@@ -85,6 +85,7 @@ struct StepTimes {
   double begin_ms = 0;  // the end of the previous step (or of tokenization): steps tile the run
   double forward_ms = 0, sample_ms = 0, detok_ms = 0;
   bool replayed = false;
+  bool prefill = false;  // before (and with) sequence 0's first token
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (tokens, cached positions before) per seq
 };
 
@@ -251,6 +252,7 @@ class Request {
           seq0 < int64_t(t.token_ms.size()) && t.token_ms[size_t(seq0)] <= st.rec.end_ms;
       // Until (and with) the step that gives sequence 0 its first token, the batch prefills.
       const bool prefill = seq0 == 0;
+      st.prefill = prefill;
       const double work = st.rec.end_ms - prev_end - st.sample_ms - st.detok_ms;
       t.stage_ms[int(prefill ? Stage::prefill : Stage::decode)] += work;
       t.stage_ms[int(Stage::sample)] += st.sample_ms;
@@ -464,9 +466,6 @@ std::vector<std::string> prompts_for(const RunOptions& o, const Tokenizer& tok, 
   return p;
 }
 
-constexpr int64_t kDefaultMaxBatchedTokens = 8192;
-constexpr int64_t kDefaultMaxSeqs = 256;
-
 // The engine's shape for `run`: o.batch requests of n_in + o.output tokens arriving together.
 // Throws UsageError when the flags are out of range or the run's requests cannot fit.
 EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
@@ -475,10 +474,10 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
       (o.kv_block_size & (o.kv_block_size - 1)) != 0)
     usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
                 std::to_string(o.kv_block_size) + ")");
-  if (o.max_batched_tokens < 0 || o.max_batched_tokens > (int64_t(1) << 20))
+  if (o.max_batched_tokens < 1 || o.max_batched_tokens > (int64_t(1) << 20))
     usage_error("--max-batched-tokens must be from 1 to 1048576 tokens (got " +
                 std::to_string(o.max_batched_tokens) + ")");
-  if (o.max_seqs < 0 || o.max_seqs > 4096)
+  if (o.max_seqs < 1 || o.max_seqs > 4096)
     usage_error("--max-seqs must be from 1 to 4096 (got " + std::to_string(o.max_seqs) + ")");
   if (o.max_model_len < 0 || o.max_model_len > cfg.max_seq_len)
     usage_error("--max-model-len must be from 2 to the model's context of " +
@@ -487,8 +486,7 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
   EngineShape e;
   e.block_size = o.kv_block_size;
   e.max_model_len = o.max_model_len > 0 ? o.max_model_len : cfg.max_seq_len;
-  const int64_t budget = o.max_batched_tokens > 0 ? o.max_batched_tokens : kDefaultMaxBatchedTokens;
-  const int64_t seqs = o.max_seqs > 0 ? o.max_seqs : kDefaultMaxSeqs;
+  const int64_t budget = o.max_batched_tokens, seqs = o.max_seqs;
   // No step of this run holds more than every prompt token, or more sequences than the batch.
   e.max_step_tokens = std::min(budget, std::max(o.batch * n_in, o.batch));
   e.max_seqs = std::min(seqs, o.batch);
@@ -727,8 +725,16 @@ RunReport run_benchmark(const RunOptions& o) {
                             "are likely slower and noisier than this machine can do"});
 
   // ---- cost model ----
-  const OpCosts prefill_ops = forward_cost(cfg, p, o.batch, n_in, 0);
-  const OpCosts decode_ops = decode_cost(cfg, p, o.batch, n_in, o.output - 1);
+  // Each stage's work is that of the engine steps it holds (a chunked prefill of later sequences
+  // that shares steps with sequence 0's decode counts as decode work).
+  OpCosts prefill_ops{}, decode_ops{};
+  for (const StepTimes& st : med.steps) {
+    std::vector<StepSeq> seqs;
+    for (const auto& [n, past] : st.seqs) seqs.push_back({n, past});
+    const OpCosts c = step_cost(cfg, p, seqs);
+    OpCosts& into = st.prefill ? prefill_ops : decode_ops;
+    for (int i = 0; i < kNumOps; ++i) into[i] += c[i];
+  }
   const Cost sample_one = sample_cost(cfg, p, o.batch);
   OpCosts sample_ops{};
   sample_ops[int(Op::sample)] = sample_one * double(o.output);
@@ -832,6 +838,36 @@ RunReport run_benchmark(const RunOptions& o) {
   }
   r.repeat_e2e_ms = e2es;
   r.timeline = med.timeline;
+  // ---- the engine's steps of the median repeat, with their cost-model work ----
+  for (const StepTimes& st : med.steps) {
+    StepRow row;
+    row.index = st.rec.index;
+    row.start_ms = st.begin_ms;
+    row.time_ms = st.rec.end_ms - st.begin_ms;
+    row.schedule_ms = st.rec.schedule_ms;
+    row.forward_ms = st.forward_ms;
+    row.sample_ms = st.sample_ms;
+    row.prefill_tokens = st.rec.prefill_tokens;
+    row.decode_tokens = st.rec.decode_tokens;
+    row.seqs = st.rec.seqs;
+    row.kv_blocks_used = st.rec.kv_blocks_used;
+    row.kv_usage = st.rec.kv_usage;
+    row.preempted = st.rec.preempted;
+    std::vector<StepSeq> seqs;
+    for (const auto& [n, past] : st.seqs) seqs.push_back({n, past});
+    const Cost c = total(step_cost(cfg, p, seqs));
+    row.flops = c.flops;
+    row.bytes = c.bytes();
+    if (row.time_ms > 0) {
+      const double sec = row.time_ms / 1e3;
+      row.mfu = r.ceilings.matmul_flops_per_s > 0
+                    ? c.model_flops / sec / r.ceilings.matmul_flops_per_s
+                    : 0;
+      row.mbu =
+          r.ceilings.mem_bw_bytes_per_s > 0 ? c.bytes() / sec / r.ceilings.mem_bw_bytes_per_s : 0;
+    }
+    r.steps.push_back(row);
+  }
 
   // ---- setup ----
   mt.setup_ms = ms_since(setup0) - [&] {
@@ -856,6 +892,13 @@ RunReport run_benchmark(const RunOptions& o) {
                {"output_tokens", o.warmup > 0 ? warmup_out : 0},
                {"kv_cache_bytes_touched", kv_touched},
                {"time_ms", warmup_ms}}}};
+  r.setup["engine"] = {{"kv_block_size", es.block_size},
+                       {"kv_blocks", es.kv_blocks},
+                       {"kv_cache_bytes", fp.kv_cache},
+                       {"max_model_len", es.max_model_len},
+                       {"max_batched_tokens", es.max_step_tokens},
+                       {"max_seqs", es.max_seqs},
+                       {"preemptions", med.preemptions}};
   if (!overhead_json.is_null()) r.setup["profiler_overhead"] = overhead_json;
   double stage_sum = 0;
   for (const auto& s : r.stages) stage_sum += s.time_ms;

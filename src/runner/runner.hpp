@@ -30,12 +30,12 @@ struct RunOptions {
   bool quiet = false;          // no progress bars
   bool keep_timeline = false;  // fill RunReport::timeline (traces)
   std::string prompt;          // real text (from --prompt or --prompt-file)
-  // The continuous-batching engine (0 or "": the default for `run`, see README).
+  // The continuous-batching engine (see README).
   int64_t kv_block_size = 16;      // positions per KV block
   std::string kv_cache_memory;     // KV pool size ("8GiB"); "": what the run's requests need
   int64_t max_model_len = 0;       // positions of one request; 0: the model's context
-  int64_t max_batched_tokens = 0;  // tokens per step; 0: 8192
-  int64_t max_seqs = 0;            // sequences per step; 0: 256
+  int64_t max_batched_tokens = 8192;  // tokens per step, prefill chunks and decodes together
+  int64_t max_seqs = 256;             // sequences per step
   std::vector<std::string> argv;
 };
 

@@ -1,0 +1,85 @@
+// `latprof run` through the continuous-batching engine, end to end on the tiny model: steps
+// that mix prefill chunks with decodes under the token budget, the same tokens for sequence 0
+// whatever it shares its steps with, and the engine flags' refusals.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.hpp"
+
+namespace {
+
+using cli_test::latprof;
+using nlohmann::json;
+
+json run(const std::string& args, const std::string& name) {
+  const auto path = cli_test::temp_dir("engine") / (name + ".json");
+  std::filesystem::remove(path);
+  const auto r =
+      latprof("run --model tiny --quiet --repeat 1 " + args + " --json " + path.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(cli_test::slurp(path.string()));
+}
+
+TEST(EngineCli, BatchedStepsMixPrefillAndDecodeWithinTheBudget) {
+  const json j = run("--input 20 --output 8 --batch 16 --max-batched-tokens 64", "mixed");
+  const json& steps = j["steps"];
+  ASSERT_GT(steps.size(), 2u);
+  int64_t prefill = 0, decode = 0, mixed = 0;
+  double time = 0;
+  for (const auto& s : steps) {
+    const int64_t p = s["prefill_tokens"], d = s["decode_tokens"];
+    EXPECT_LE(p + d, 64) << s.dump();
+    EXPECT_LE(s["seqs"].get<int64_t>(), 16);
+    EXPECT_LE(s["kv_usage"].get<double>(), 1.0);
+    prefill += p;
+    decode += d;
+    mixed += p > 0 && d > 0;
+    time += s["time_ms"].get<double>();
+  }
+  EXPECT_GT(mixed, 0) << "no step mixed prefill chunks with decodes";
+  EXPECT_EQ(prefill, 16 * 20);
+  EXPECT_EQ(decode, 16 * (8 - 1));
+  // The steps tile the request between tokenization and serialization.
+  const double e2e = j["metrics"]["e2e_ms"];
+  EXPECT_LT(time, e2e);
+  EXPECT_GT(time, 0.9 * e2e);
+  EXPECT_EQ(j["setup"]["engine"]["max_batched_tokens"], 64);
+  EXPECT_EQ(j["setup"]["engine"]["preemptions"], 0);
+  // Sequence 0 generates what it generates alone (greedy, its own prompt, same seed).
+  const json alone = run("--input 20 --output 8", "alone");
+  EXPECT_EQ(j["run"]["output_token_ids"], alone["run"]["output_token_ids"]);
+}
+
+TEST(EngineCli, TooSmallAKvCachePreemptsAndStillFinishes) {
+  // 16 sequences of 14 + 8 tokens start in one block of 16 and grow into a second: 12 blocks
+  // (48 KiB at 4 KiB a block) admit 12 and then run out as they grow.
+  const json j = run("--input 14 --output 8 --batch 16 --kv-cache-memory 48KiB", "preempt");
+  EXPECT_GT(j["setup"]["engine"]["preemptions"].get<int64_t>(), 0);
+  EXPECT_EQ(j["run"]["output_token_ids"].size(), 8u);
+  const json alone = run("--input 14 --output 8", "alone2");
+  EXPECT_EQ(j["run"]["output_token_ids"], alone["run"]["output_token_ids"]);
+}
+
+TEST(EngineCli, BadEngineFlagsAreOneLineUsageErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--max-batched-tokens 0", "--max-batched-tokens must be"},
+      {"--max-batched-tokens -5", "--max-batched-tokens must be"},
+      {"--kv-block-size 0", "--kv-block-size must be a power of two"},
+      {"--kv-block-size 12", "--kv-block-size must be a power of two"},
+      {"--kv-cache-memory 1KiB", "needs 2"},
+      {"--kv-cache-memory 5XB", "unknown unit"},
+      {"--kv-cache-memory abc", "is not an amount of memory"},
+      {"--max-model-len 20", "exceeds --max-model-len 20"},
+      {"--max-model-len 100000", "model's context of 512"},
+      {"--max-seqs 0", "--max-seqs must be"},
+  };
+  for (const auto& [args, want] : cases) {
+    const auto r = latprof(std::string("run --model tiny -q --input 20 --output 8 ") + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace
