@@ -129,6 +129,31 @@ nlohmann::json trace_json(const RunReport& r) {
   ev.push_back(meta("thread_name", kRequestPid, kRequestTid,
                     {{"name", "stages > decode steps > layers > ops"}}));
   for (const Span& s : request_spans(r)) ev.push_back(complete(s, kRequestPid, kRequestTid));
+  // The engine's steps on a track of their own: what each step held and cost.
+  if (!r.steps.empty()) {
+    constexpr int kStepsTid = kRequestTid + 1;
+    ev.push_back(meta("thread_name", kRequestPid, kStepsTid,
+                      {{"name", "engine steps (prefill + decode tokens)"}}));
+    for (const StepRow& st : r.steps) {
+      Span s;
+      s.name = "step " + std::to_string(st.index) + ": " + std::to_string(st.prefill_tokens) +
+               "p + " + std::to_string(st.decode_tokens) + "d";
+      s.cat = "engine_step";
+      s.start_ns = to_ns(st.start_ms * 1e3);
+      s.end_ns = std::max(s.start_ns, to_ns((st.start_ms + st.time_ms) * 1e3));
+      s.args = {{"prefill_tokens", st.prefill_tokens},
+                {"decode_tokens", st.decode_tokens},
+                {"seqs", st.seqs},
+                {"kv_usage", st.kv_usage},
+                {"preempted", st.preempted},
+                {"schedule_ms", st.schedule_ms},
+                {"forward_ms", st.forward_ms},
+                {"sample_ms", st.sample_ms},
+                {"mfu", st.mfu},
+                {"mbu", st.mbu}};
+      ev.push_back(complete(s, kRequestPid, kStepsTid));
+    }
+  }
 
   std::vector<std::pair<std::string, const nlohmann::json*>> arrays;
   gpu_arrays(r.profile, arrays, 0);

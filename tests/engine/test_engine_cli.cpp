@@ -51,6 +51,21 @@ TEST(EngineCli, BatchedStepsMixPrefillAndDecodeWithinTheBudget) {
   EXPECT_EQ(j["run"]["output_token_ids"], alone["run"]["output_token_ids"]);
 }
 
+TEST(EngineCli, TraceHasATrackOfSteps) {
+  const auto dir = cli_test::temp_dir("engine");
+  const std::string trace = (dir / "steps.trace.json").string();
+  const json j = run("--input 20 --output 6 --batch 4 --max-batched-tokens 32 --trace " + trace,
+                     "trace");
+  const json t = json::parse(cli_test::slurp(trace));
+  size_t n = 0;
+  for (const auto& e : t["traceEvents"])
+    if (e.value("cat", "") == "engine_step") {
+      ++n;
+      EXPECT_TRUE(e["args"].contains("prefill_tokens") && e["args"].contains("kv_usage"));
+    }
+  EXPECT_EQ(n, j["steps"].size());
+}
+
 TEST(EngineCli, TooSmallAKvCachePreemptsAndStillFinishes) {
   // 16 sequences of 14 + 8 tokens start in one block of 16 and grow into a second: 12 blocks
   // (48 KiB at 4 KiB a block) admit 12 and then run out as they grow.
