@@ -51,6 +51,7 @@ void print_times(const char* label, const Times& t) {
 int run_prediction(const RooflineArgs& a) {
   if (!a.json.empty()) check_writable(a.json, "--json");
   if (!a.svg.empty()) check_writable(a.svg, "--svg");
+  check_distinct_outputs({{"--json", a.json}, {"--svg", a.svg}});
   HardwareSpec spec;
   const Scenario s = make_scenario(a.f, &spec);
   const Efficiency eff = a.f.factors();

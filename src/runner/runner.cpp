@@ -12,6 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/progress.hpp"
@@ -362,21 +363,27 @@ const char* stage_name(Stage s) {
 }
 
 void validate_run_options(const RunOptions& o, int64_t max_seq_len) {
-  if (o.prompt.empty() && o.input < 1)
-    usage_error("--input must be at least 1 token (got " + std::to_string(o.input) + ")");
-  if (o.output < 1)
-    usage_error("--output must be at least 1 token (got " + std::to_string(o.output) + ")");
+  if (o.prompt.empty() && (o.input < 1 || o.input > kMaxTokens))
+    usage_error("--input must be between 1 and " + std::to_string(kMaxTokens) + " tokens (got " +
+                std::to_string(o.input) + ")");
+  if (o.output < 1 || o.output > kMaxTokens)
+    usage_error("--output must be between 1 and " + std::to_string(kMaxTokens) + " tokens (got " +
+                std::to_string(o.output) + ")");
   if (o.batch < 1 || o.batch > 4096)
     usage_error("--batch must be between 1 and 4096 (got " + std::to_string(o.batch) + ")");
   if (o.repeat < 1 || o.repeat > 1000)
     usage_error("--repeat must be between 1 and 1000 (got " + std::to_string(o.repeat) + ")");
   if (o.warmup < 0 || o.warmup > 100)
     usage_error("--warmup must be between 0 and 100 (got " + std::to_string(o.warmup) + ")");
-  if (o.threads < 0 || o.threads > 4096)
-    usage_error("--threads must be between 0 (all cores) and 4096");
-  if (o.temperature < 0) usage_error("--temperature must be >= 0");
+  check_threads(o.threads, "--threads");
+  if (!std::isfinite(o.temperature) || o.temperature < 0)
+    usage_error("--temperature must be a finite number >= 0 (0: greedy; got " +
+                std::to_string(o.temperature) + ")");
   if (o.top_k < 0) usage_error("--top-k must be >= 0");
-  if (o.prompt.empty() && o.input + o.output > max_seq_len)
+  if (o.prompt.size() > kMaxPromptBytes)
+    usage_error("the prompt text is " + std::to_string(o.prompt.size()) +
+                " bytes, more than the cap of " + std::to_string(kMaxPromptBytes) + " bytes");
+  if (o.prompt.empty() && checked_add(o.input, o.output, "--input + --output") > max_seq_len)
     usage_error("--input " + std::to_string(o.input) + " + --output " + std::to_string(o.output) +
                 " = " + std::to_string(o.input + o.output) +
                 " tokens exceeds the model's context of " + std::to_string(max_seq_len) +

@@ -2,6 +2,7 @@
 // The benchmark runner: opens the model, places it on a backend, measures the ceilings, runs
 // warm-up and timed requests (tokenize -> prefill -> sample -> decode steps -> detokenize ->
 // serialize), and builds the run report.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct RunOptions {
   std::string prompt;          // real text (from --prompt or --prompt-file)
   std::vector<std::string> argv;
 };
+
+// The most prompt text `run` takes (--prompt or --prompt-file): 1 MiB, far more tokens than the
+// context of any model latprof runs; a larger file is refused before it is tokenized.
+inline constexpr size_t kMaxPromptBytes = size_t(1) << 20;
 
 // Validates the options against the model (context length, sizes); throws UsageError.
 void validate_run_options(const RunOptions& o, int64_t max_seq_len);
