@@ -4,6 +4,7 @@
 // with a message instead of wrapping into a small or negative number.
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -28,15 +29,20 @@ inline int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
 // model-specific check.
 inline constexpr int64_t kMaxTokens = int64_t(1) << 20;
 
-// Thread counts: 0 means "all cores"; more than this is refused (the OpenMP runtime aborts on
-// absurd counts, and no host has this many cores).
-inline constexpr int kMaxThreads = 1024;
+// Thread counts: 0 means "all cores"; at most the machine's online cores. More threads than cores
+// measure nothing useful and make OpenMP's spinning barriers crawl (1024 threads on 2 cores take
+// minutes for a tiny run); absurd counts abort the OpenMP runtime.
+inline int max_threads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 ? int(cores) : 1024;
+}
 
-// UsageError unless 0 <= threads <= kMaxThreads.
+// UsageError unless 0 <= threads <= max_threads().
 inline void check_threads(int64_t threads, const char* flag) {
-  if (threads < 0 || threads > kMaxThreads)
+  if (threads < 0 || threads > max_threads())
     usage_error(std::string(flag) + " must be between 0 (all cores) and " +
-                std::to_string(kMaxThreads) + " (got " + std::to_string(threads) + ")");
+                std::to_string(max_threads()) + ", this machine's cores (got " +
+                std::to_string(threads) + ")");
 }
 
 }  // namespace latprof
