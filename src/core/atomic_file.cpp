@@ -21,7 +21,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-enum class OutKind { create, regular, chardev, fifo };
+// descriptor: an open file of this process named through /proc/<pid>/fd/N or /dev/fd/N
+// (/dev/stdout, /dev/stderr): whatever it is (terminal, pipe, file, socket), it is written in
+// place.
+enum class OutKind { create, regular, chardev, fifo, descriptor };
+
+bool in_place(OutKind k) {
+  return k == OutKind::chardev || k == OutKind::fifo || k == OutKind::descriptor;
+}
+
+bool names_descriptor(const std::string& p) {
+  return p.starts_with("/dev/fd/") ||
+         (p.starts_with("/proc/") && p.find("/fd/") != std::string::npos);
+}
 
 struct OutTarget {
   std::string path;  // after following symbolic links
@@ -52,6 +64,13 @@ OutTarget resolve_output(const std::string& path, const std::string& label) {
     }
     if (!S_ISLNK(st.st_mode)) break;
     if (hops >= 40) usage_error(where + ": " + errno_problem(ELOOP));
+    if (names_descriptor(t.path)) {
+      if (::stat(t.path.c_str(), &st) != 0) usage_error(where + ": " + errno_problem(errno));
+      if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
+        usage_error(where + " is " + file_kind_name(st.st_mode) + "; give a file name");
+      t.kind = OutKind::descriptor;
+      return t;
+    }
     char buf[PATH_MAX];
     const ssize_t n = ::readlink(t.path.c_str(), buf, sizeof buf - 1);
     if (n < 0) usage_error(where + ": " + errno_problem(errno));
@@ -73,7 +92,7 @@ OutTarget resolve_output(const std::string& path, const std::string& label) {
     }
     if (::access(t.path.c_str(), W_OK) != 0)
       usage_error(where + " exists and is not writable: " + errno_problem(errno));
-    if (t.kind == OutKind::chardev || t.kind == OutKind::fifo) return t;
+    if (in_place(t.kind)) return t;
   }
   // A new or replaced regular file: a temporary file goes into its directory.
   const std::string dir = dir_of(t.path);
@@ -108,10 +127,14 @@ bool write_all(int fd, const char* data, size_t size) {
   return true;
 }
 
-// A character device or FIFO: opened and written in place (no temporary file, no rename).
+// A character device, FIFO or descriptor: opened and written in place (no temporary file, no
+// rename); a descriptor is appended to, after what this process printed to stdout.
 void write_in_place(const OutTarget& t, const std::string& path, const std::string& content) {
   int fd;
-  if (t.kind == OutKind::fifo) {
+  if (t.kind == OutKind::descriptor) {
+    std::fflush(stdout);
+    fd = ::open(t.path.c_str(), O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+  } else if (t.kind == OutKind::fifo) {
     fd = ::open(t.path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno == ENXIO)
       usage_error("cannot write " + path + ": the FIFO has no reader; start the reader first");
@@ -139,7 +162,7 @@ void check_distinct_outputs(const std::vector<std::pair<std::string, std::string
   for (const auto& [flag, path] : outputs) {
     if (path.empty()) continue;
     const OutTarget t = resolve_output(path, flag);
-    if (t.kind == OutKind::chardev) continue;
+    if (t.kind == OutKind::chardev || t.kind == OutKind::descriptor) continue;
     std::error_code ec;
     std::string key = fs::weakly_canonical(fs::path(t.path), ec).string();
     if (ec) key = t.path;
@@ -153,8 +176,7 @@ void check_distinct_outputs(const std::vector<std::pair<std::string, std::string
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   const OutTarget t = resolve_output(path, "cannot write");
-  if (t.kind == OutKind::chardev || t.kind == OutKind::fifo)
-    return write_in_place(t, path, content);
+  if (in_place(t.kind)) return write_in_place(t, path, content);
   const fs::path target(t.path);
   std::string name = ".";
   name += target.filename().string();
@@ -182,8 +204,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 
 void append_line_atomic(const std::string& path, const std::string& line) {
   const OutTarget t = resolve_output(path, "cannot append to");
-  if (t.kind == OutKind::chardev || t.kind == OutKind::fifo)
-    return write_in_place(t, path, line + "\n");
+  if (in_place(t.kind)) return write_in_place(t, path, line + "\n");
   const int fd = ::open(t.path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) usage_error("cannot append to " + path + ": " + errno_problem(errno));
   // The lock orders appenders that write in several pieces (none here) and the newline repair

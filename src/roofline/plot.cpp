@@ -97,12 +97,14 @@ std::string roofline_svg(const RunReport& r, const Ceilings* datasheet) {
   std::vector<std::string> skipped;
   for (const Row& o : r.ops) {
     const double t = o.time_ms > 0 ? o.time_ms : o.floor_ms;
-    if (o.cost.flops <= 0 || o.cost.bytes() <= 0 || !(t > 0)) {
+    const double x = o.cost.flops / o.cost.bytes(), y = o.cost.flops / (t / 1e3);
+    // No FLOPs or bytes, or a point off any chart (an overflowing or vanishing ratio).
+    if (o.cost.flops <= 0 || o.cost.bytes() <= 0 || !(t > 0) || !std::isfinite(x) ||
+        !std::isfinite(y) || !(x > 0) || !(y > 0)) {
       skipped.push_back(o.stage + "." + o.name);
       continue;
     }
-    pts.push_back({o.stage, o.name, o.cost.flops / o.cost.bytes(), o.cost.flops / (t / 1e3), t,
-                   o.time_ms > 0});
+    pts.push_back({o.stage, o.name, x, y, t, o.time_ms > 0});
   }
   // ---- roofs
   struct Roof {

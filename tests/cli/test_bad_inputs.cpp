@@ -131,6 +131,10 @@ const Case kCases[] = {
     {"PlotReportHugeCeiling", "plot {D}/r_huge_ceiling.json -o {D}/x.svg", 2, "outside 0 to 1e19"},
     {"PlotReportDenormalBandwidth", "plot {D}/r_denormal_bw.json -o {D}/x.svg", 0, "wrote"},
     {"PlotReportExtremePoints", "plot {D}/r_extreme_ops.json -o {D}/x.svg", 0, "wrote"},
+    {"PlotReportExtremePointsNoInf", "plot {D}/r_extreme_ops.json -o /dev/stdout", 0, "</svg>"},
+    {"RooflineJsonToStdout", "roofline --model tiny --hw h100-sxm --input 8 --output 4 --json /dev/stdout", 0, "\"kind\": \"prediction\""},
+    {"RooflineJsonToStdoutPipe", "roofline --model tiny --hw h100-sxm --input 8 --output 4 --json /dev/stdout | cat", 0, "\"kind\": \"prediction\""},
+    {"RooflineJsonToDevFd", "roofline --model tiny --hw h100-sxm --input 8 --output 4 --json /dev/fd/1", 0, "\"kind\": \"prediction\""},
     // ---- reports and predictions with wrong types or negative values
     {"CompareNegativeTime", "compare {D}/r.json {D}/r_neg_time.json", 2, "stages[0].time_ms is -1"},
     {"CompareStringMetric", "compare {D}/r.json {D}/r_str_metric.json", 2, "metrics.ttft_ms is \"fast\""},

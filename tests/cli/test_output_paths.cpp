@@ -73,6 +73,17 @@ TEST(OutputPaths, DevNullStaysADevice) {
   EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null was replaced by a regular file";
 }
 
+// /dev/stdout is a link to /proc/self/fd/1: the document goes to this process's stdout (a file
+// here), and the link stays (before issue 10, a rename replaced /dev/stdout for everyone).
+TEST(OutputPaths, DevStdoutWritesToStdout) {
+  if (!fs::is_symlink("/dev/stdout")) GTEST_SKIP() << "/dev/stdout is not a symbolic link here";
+  const auto r = latprof("roofline --model tiny --hw h100-sxm --input 8 --output 4 --json "
+                         "/dev/stdout");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"kind\": \"prediction\""), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_symlink("/dev/stdout"));
+}
+
 TEST(OutputPaths, FifoWithAReaderGetsTheDocument) {
   const fs::path d = scratch("fifo");
   const fs::path f = d / "chart.fifo";
