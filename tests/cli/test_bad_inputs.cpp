@@ -54,6 +54,8 @@ const Case kCases[] = {
     {"RooflineInputOutputWrap", "roofline --model tiny --hw h100-sxm --input 9223372036854775000 --output 9223372036854775000", 2, "--input must be between"},
     {"RooflineHugeContextConfig", "roofline --model {D}/huge_ctx.json --hw h100-sxm --output 9000000", 2, "--output must be between"},
     {"CheckInputInt64Max", "check --model tiny --hw h100-sxm --input 9223372036854775807 --tpot-ms 5", 2, "--input must be between"},
+    {"CheckClaimNan", "check --model tiny --hw h100-sxm --input 8 --output 4 --tpot-ms nan", 2, "--tpot-ms must be a positive number"},
+    {"CheckClaimInf", "check --model tiny --hw h100-sxm --input 8 --output 4 --ttft-ms inf", 2, "--ttft-ms must be a positive number"},
     {"CheckOutputWrap", "check --model tiny --hw h100-sxm --input 100 --output 9223372036854775800 --tpot-ms 5", 2, "--output must be between"},
     // ---- prompt file (10.5)
     {"PromptFileDevZero", "run --model tiny -q --prompt-file /dev/zero", 2, "larger than the cap of 1 MiB"},
