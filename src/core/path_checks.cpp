@@ -35,7 +35,7 @@ std::string path_name_problem(const std::string& path) {
 std::string errno_problem(int err) {
   switch (err) {
     case ENOENT:
-      return "no such file or directory";
+      return "does not exist";
     case ELOOP:
       return "too many levels of symbolic links (a symbolic-link loop)";
     case ENAMETOOLONG:
