@@ -81,6 +81,8 @@ const Case kCases[] = {
     {"PromptAndInput", "run --model tiny -q --prompt hi --input 5", 2, "--input cannot"},
     {"PromptFileAndInput", "run --model tiny -q --prompt-file {D}/prompt.txt --input 5", 2, "--input cannot"},
     {"DtypeListUnknown", "run --model tiny -q --dtype fp16,fp7", 2, "fp7"},
+    {"DtypeListMemoryCheckedFirst", "run --model {D}/huge_ctx.json -q --input 1048576 --output 1 --batch 4096 --dtype int8,fp16", 2, "not enough memory for huge-ctx with --dtype int8"},
+    {"PromptLongerThanContext", "run --model tiny -q --output 2 --prompt-file {D}/long_prompt.txt", 2, "exceeds the model's context of 512"},
     {"DtypeListCheckedBeforeFirst", "run --model tiny -q --output 2 --dtype int8,int8-w8a8", 2, "roofline-only"},
     // ---- threads (10.7)
     {"RunThreadsNegative", "run --model tiny -q --threads -1", 2, "--threads must be between 0 (all cores) and"},
@@ -175,6 +177,11 @@ class BadInputs : public ::testing::TestWithParam<Case> {
     write("prompt.txt", "The quick brown fox jumps over the lazy dog.");
     write("empty.txt", "");
     write("big_prompt.txt", std::string((size_t(1) << 20) + 1, 'x'));
+    {
+      std::string words;
+      for (int i = 0; i < 20000; ++i) words += "token" + std::to_string(i) + " ";
+      write("long_prompt.txt", words);  // far more tokens than tiny's context, under the cap
+    }
     fs::create_directories(dir / "dir.json");
     fs::create_symlink("loop2", dir / "loop1");
     fs::create_symlink("loop1", dir / "loop2");
