@@ -86,8 +86,8 @@ CommandFn add_hw_command(CLI::App& app) {
                   "with --hw-file");
   sub->add_flag("--quiet,-q", a->quiet, "No progress messages on stderr");
   return [a]() -> int {
-    if (a->list) return list_database();
     check_threads(a->threads, "--threads");
+    if (a->list) return list_database();
     if (!a->json.empty()) check_writable(a->json, "--json");
     if (!a->save.empty()) check_writable(a->save, "--save");
     check_distinct_outputs({{"--json", a->json}, {"--save", a->save}});

@@ -39,7 +39,7 @@ CommandFn add_plot_command(CLI::App& app) {
   sub->add_flag("--no-datasheet", a->no_datasheet, "Draw only the report's own roofs");
   return [a]() -> int {
     check_writable(a->out, "-o");
-    check_input_path(a->input, "report");
+    check_input_path(a->input, "report", false, /*allow_fifo=*/true);
     nlohmann::json j;
     {
       const std::string text = read_input_file(a->input, "report", kMaxReportBytes);

@@ -20,7 +20,8 @@ std::string cap_text(size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-void check_input_path(const std::string& path, const std::string& what, bool allow_dir) {
+void check_input_path(const std::string& path, const std::string& what, bool allow_dir,
+                      bool allow_fifo) {
   const std::string where = what + " '" + path + "'";
   if (path.empty()) usage_error(what + " needs a path (got an empty string)");
   if (const std::string why = path_name_problem(path); !why.empty())
@@ -35,8 +36,10 @@ void check_input_path(const std::string& path, const std::string& what, bool all
     }
     usage_error(where + " is a directory; give a file");
   }
+  if (allow_fifo && S_ISFIFO(st.st_mode)) return;
   if (!S_ISREG(st.st_mode))
-    usage_error(where + " is " + file_kind_name(st.st_mode) + ", not a regular file");
+    usage_error(where + " is " + file_kind_name(st.st_mode) + ", not a regular file" +
+                (allow_fifo ? " or a pipe" : ""));
   if (is_pseudo_fs(path)) usage_error(where + " is a /proc or /sys file, not a data file");
   if (::access(path.c_str(), R_OK) != 0) usage_error(where + ": " + errno_problem(errno));
 }

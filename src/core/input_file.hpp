@@ -9,8 +9,11 @@
 namespace latprof {
 
 // Throws UsageError "<what> '<path>': <problem>" unless `path` names a readable regular file
-// (or, with allow_dir, a directory). Files under /proc and /sys are refused: they are not data.
-void check_input_path(const std::string& path, const std::string& what, bool allow_dir = false);
+// (or, with allow_dir, a directory; with allow_fifo, a pipe or FIFO, such as a shell's
+// <(command) or /dev/stdin fed by a pipe). Files under /proc and /sys are refused: they are not
+// data.
+void check_input_path(const std::string& path, const std::string& what, bool allow_dir = false,
+                      bool allow_fifo = false);
 
 // Reads a whole input file of at most max_bytes. Regular files, pipes and FIFOs (read until the
 // writer closes) and character devices are read; anything larger than max_bytes is refused with

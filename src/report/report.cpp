@@ -279,7 +279,7 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
 }
 
 RunReport load_report(const std::string& path) {
-  check_input_path(path, "report");
+  check_input_path(path, "report", false, /*allow_fifo=*/true);
   const std::string text = read_input_file(path, "report", kMaxReportBytes);
   nlohmann::json j;
   try {

@@ -146,7 +146,7 @@ HardwareSpec find_hardware(const std::string& name) {
 }
 
 HardwareSpec load_hardware_file(const std::string& path) {
-  check_input_path(path, "--hw-file");
+  check_input_path(path, "--hw-file", false, /*allow_fifo=*/true);
   const std::string text = read_input_file(path, "--hw-file", size_t(1) << 20);
   nlohmann::json j;
   try {

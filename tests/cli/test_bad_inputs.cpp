@@ -123,6 +123,7 @@ const Case kCases[] = {
     {"ReportLinkLoop", "compare {D}/r.json {D}/loop1", 2, "symbolic-link loop"},
     {"ReportNameTooLong", "compare {D}/r.json {D}/LONG.json", 2, "too long"},
     {"ReportDevZero", "plot /dev/zero -o {D}/z.svg", 2, "character device"},
+    {"PlotReportFromStdinPipe", "plot /dev/stdin -o {D}/pipe.svg < {D}/r.json", 0, "wrote"},
     {"RooflineFromDirectory", "roofline --from {D}", 2, "is a directory"},
     {"RooflineFromWithJson", "roofline --from {D}/r.json --json {D}/ignored.json", 2, "with --from"},
     // ---- hardware files and plot ceilings (10.6)

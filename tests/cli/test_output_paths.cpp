@@ -77,8 +77,9 @@ TEST(OutputPaths, DevNullStaysADevice) {
 // here), and the link stays (before issue 10, a rename replaced /dev/stdout for everyone).
 TEST(OutputPaths, DevStdoutWritesToStdout) {
   if (!fs::is_symlink("/dev/stdout")) GTEST_SKIP() << "/dev/stdout is not a symbolic link here";
-  const auto r = latprof("roofline --model tiny --hw h100-sxm --input 8 --output 4 --json "
-                         "/dev/stdout");
+  const auto r = latprof(
+      "roofline --model tiny --hw h100-sxm --input 8 --output 4 --json "
+      "/dev/stdout");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"kind\": \"prediction\""), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_symlink("/dev/stdout"));
@@ -116,6 +117,21 @@ TEST(OutputPaths, FifoWithAReaderGetsTheDocument) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(got.starts_with("<?xml")) << got.substr(0, 80);
   EXPECT_TRUE(fs::is_fifo(f));
+}
+
+// Reports may come through a pipe (`cat r.json | latprof compare a.json /dev/stdin`, or a
+// shell's <(command)).
+TEST(OutputPaths, ReportFromAPipe) {
+  const fs::path d = scratch("pipe");
+  const std::string p = (d / "p.json").string();
+  ASSERT_EQ(latprof("roofline --model tiny --hw h100-sxm --input 8 --output 4 --json " + p).code,
+            0);
+  const std::string out = (d / "out").string(), err = (d / "err").string();
+  const std::string cmd =
+      "cat " + p + " | " + LATPROF_BIN + " compare " + p + " /dev/stdin >" + out + " 2>" + err;
+  const int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli_test::slurp(err);
+  EXPECT_NE(cli_test::slurp(out).find("stdin: tiny"), std::string::npos) << cli_test::slurp(out);
 }
 
 TEST(OutputPaths, RefusedOutputMeansNothingWritten) {
