@@ -1,5 +1,6 @@
 #include "runner/model.hpp"
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
 
@@ -37,6 +38,12 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
       n_seq_(n_seq),
       max_rows_(n_seq * max_rows_per_seq),
       ctx_cap_(ctx_cap) {
+  // Sizes arrive validated (validate_run_options); a wrapped or inconsistent one here would index
+  // past the KV cache, so it is an internal error before anything is allocated.
+  LATPROF_ASSERT(n_seq > 0 && max_rows_per_seq > 0 && ctx_cap >= max_rows_per_seq,
+                 "n_seq " + std::to_string(n_seq) + ", rows " + std::to_string(max_rows_per_seq) +
+                     ", ctx_cap " + std::to_string(ctx_cap));
+  checked_mul(checked_mul(n_seq, ctx_cap, "the KV cache"), cfg.kv_dim(), "the KV cache");
   check_fits(footprint(cfg, wtype, backend, n_seq, max_rows_per_seq, ctx_cap), backend, cfg.name);
   const int64_t d = cfg.dim, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ffn = cfg.ffn_dim;
   try {
