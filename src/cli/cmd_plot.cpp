@@ -39,6 +39,7 @@ CommandFn add_plot_command(CLI::App& app) {
   sub->add_flag("--no-datasheet", a->no_datasheet, "Draw only the report's own roofs");
   return [a]() -> int {
     check_writable(a->out, "-o");
+    check_not_an_input(a->out, "-o", {a->input, a->hw_file});
     check_input_path(a->input, "report", false, /*allow_fifo=*/true);
     nlohmann::json j;
     {

@@ -174,6 +174,19 @@ void check_distinct_outputs(const std::vector<std::pair<std::string, std::string
   }
 }
 
+void check_not_an_input(const std::string& path, const char* flag,
+                        const std::vector<std::string>& inputs) {
+  if (path.empty()) return;
+  struct stat out {};
+  if (::stat(path.c_str(), &out) != 0 || !S_ISREG(out.st_mode)) return;  // new, or a device
+  for (const std::string& in : inputs) {
+    struct stat st {};
+    if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+      usage_error(std::string(flag) + " " + path + " is the input " + in +
+                  "; write the output to another file");
+  }
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   const OutTarget t = resolve_output(path, "cannot write");
   if (in_place(t.kind)) return write_in_place(t, path, content);

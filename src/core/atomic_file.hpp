@@ -21,4 +21,8 @@ void check_writable(const std::string& path, const char* flag);
 // Fails when two of the given outputs ({flag, path}; empty paths skipped) are the same file
 // (after following symbolic links). Character devices may repeat (/dev/null twice is fine).
 void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
+// Fails when output `path` (flag) is one of the command's input files (after following links):
+// `compare a.json b.json --json a.json` would replace a report it reads.
+void check_not_an_input(const std::string& path, const char* flag,
+                        const std::vector<std::string>& inputs);
 }  // namespace latprof

@@ -105,6 +105,9 @@ const Case kCases[] = {
     {"JsonLinkLoop", "run --model tiny -q --json {D}/loop1", 2, "symbolic-link loop"},
     {"JsonNameTooLong", "run --model tiny -q --json {D}/LONG.json", 2, "too long"},
     {"JsonFifoNoReader", "run --model tiny -q --output 2 --warmup 0 --json {D}/out.fifo", 2, "FIFO has no reader"},
+    {"CompareJsonIsAnInput", "compare {D}/r.json {D}/r2.json --json {D}/r2.json", 2, "is the input"},
+    {"PlotOutIsTheReport", "plot {D}/r2.json -o {D}/r2.json", 2, "is the input"},
+    {"PlotOutIsTheReportViaLink", "plot {D}/r2.json -o {D}/r2_link.json", 2, "is the input"},
     {"PlotOutUnderProc", "plot {D}/r.json -o /proc/latprof.svg", 2, "under /proc or /sys"},
     {"HwSaveIsDirectory", "hw -q --save {D}", 2, "is a directory"},
     // ---- model and report paths (10.8)
@@ -223,6 +226,8 @@ class BadInputs : public ::testing::TestWithParam<Case> {
                           (dir / "p.json").string());
     ASSERT_EQ(p.code, 0) << p.err;
     const json good = load("r.json");
+    save("r2.json", good);
+    fs::create_symlink("r2.json", dir / "r2_link.json");
     auto mutate = [&](const std::string& name, const std::function<void(json&)>& f,
                       const json& base) {
       json j = base;
