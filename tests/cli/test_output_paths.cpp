@@ -128,7 +128,7 @@ TEST(OutputPaths, ReportFromAPipe) {
             0);
   const std::string out = (d / "out").string(), err = (d / "err").string();
   const std::string cmd =
-      "cat " + p + " | " + LATPROF_BIN + " compare " + p + " /dev/stdin >" + out + " 2>" + err;
+      "cat " + p + " | " + cli_test::bin() + " compare " + p + " /dev/stdin >" + out + " 2>" + err;
   const int st = std::system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli_test::slurp(err);
   EXPECT_NE(cli_test::slurp(out).find("stdin: tiny"), std::string::npos) << cli_test::slurp(out);
