@@ -198,10 +198,10 @@ CommandFn add_check_command(CLI::App& app) {
   sub->add_option("--prefill-ms", a->prefill_ms, "Claimed prefill time (ms)");
   sub->add_option("--decode-tokens-per-s", a->decode_tps,
                   "Claimed decode throughput over the batch (tokens/s)");
-  return [a]() -> int {
+  return [a, sub]() -> int {
     std::vector<Claim> claims;
     auto add = [&](double v, Metric m, const char* label, const char* flag) {
-      if (std::isnan(v)) return;
+      if (sub->count(flag) == 0) return;  // not given (a given NaN is refused below)
       if (!(v > 0) || !std::isfinite(v))
         usage_error(std::string(flag) + " must be a positive number");
       claims.push_back({m, v, label});

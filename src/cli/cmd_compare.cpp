@@ -61,6 +61,9 @@ CommandFn add_compare_command(CLI::App& app) {
     }
     if (!json_path->empty()) check_writable(*json_path, "--json");
     if (!md_path->empty()) check_writable(*md_path, "--md");
+    check_distinct_outputs({{"--json", *json_path}, {"--md", *md_path}});
+    check_not_an_input(*json_path, "--json", *files);
+    check_not_an_input(*md_path, "--md", *files);
     std::vector<RunReport> reports;
     for (const auto& f : *files) reports.push_back(load_report(f));
     CompareOptions o;

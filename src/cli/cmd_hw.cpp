@@ -10,6 +10,7 @@
 #include "backend/backend.hpp"
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "roofline/hardware.hpp"
@@ -85,9 +86,11 @@ CommandFn add_hw_command(CLI::App& app) {
                   "with --hw-file");
   sub->add_flag("--quiet,-q", a->quiet, "No progress messages on stderr");
   return [a]() -> int {
+    check_threads(a->threads, "--threads");
     if (a->list) return list_database();
     if (!a->json.empty()) check_writable(a->json, "--json");
     if (!a->save.empty()) check_writable(a->save, "--save");
+    check_distinct_outputs({{"--json", a->json}, {"--save", a->save}});
 
     std::printf("backends:\n");
     const std::vector<std::string> backends = describe_backends();

@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "report/report.hpp"
 #include "roofline/hardware.hpp"
 #include "roofline/plot.hpp"
@@ -38,12 +39,13 @@ CommandFn add_plot_command(CLI::App& app) {
   sub->add_flag("--no-datasheet", a->no_datasheet, "Draw only the report's own roofs");
   return [a]() -> int {
     check_writable(a->out, "-o");
-    if (!std::filesystem::is_regular_file(a->input)) usage_error(a->input + ": no such file");
+    check_not_an_input(a->out, "-o", {a->input, a->hw_file});
+    check_input_path(a->input, "report", false, /*allow_fifo=*/true);
     nlohmann::json j;
     {
-      std::ifstream in(a->input);
+      const std::string text = read_input_file(a->input, "report", kMaxReportBytes);
       try {
-        j = nlohmann::json::parse(in);
+        j = nlohmann::json::parse(text);
       } catch (const nlohmann::json::exception& e) {
         usage_error(a->input + ": not valid JSON: " + e.what());
       }

@@ -51,6 +51,7 @@ void print_times(const char* label, const Times& t) {
 int run_prediction(const RooflineArgs& a) {
   if (!a.json.empty()) check_writable(a.json, "--json");
   if (!a.svg.empty()) check_writable(a.svg, "--svg");
+  check_distinct_outputs({{"--json", a.json}, {"--svg", a.svg}});
   HardwareSpec spec;
   const Scenario s = make_scenario(a.f, &spec);
   const Efficiency eff = a.f.factors();
@@ -304,7 +305,13 @@ CommandFn add_roofline_command(CLI::App& app) {
   sub->add_option("--from", a->from, "A run report (latprof run --json) to analyse");
   sub->add_option("--json", a->json, "Write the prediction as JSON");
   sub->add_option("--svg", a->svg, "Write the roofline chart of the prediction as SVG");
-  return [a]() -> int { return a->from.empty() ? run_prediction(*a) : run_from(*a); };
+  return [a]() -> int {
+    if (!a->from.empty() && (!a->json.empty() || !a->svg.empty()))
+      usage_error(
+          "--json and --svg write a prediction; with --from, plot the report with "
+          "'latprof plot REPORT'");
+    return a->from.empty() ? run_prediction(*a) : run_from(*a);
+  };
 }
 
 }  // namespace latprof::cli

@@ -1,17 +1,18 @@
 // latprof run: an instrumented request on the CPU or CUDA backend, with the stage breakdown.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/utf8.hpp"
 #include "model/cost_model.hpp"
 #include "report/compare.hpp"
 #include "report/exports.hpp"
 #include "report/table.hpp"
+#include "runner/preflight.hpp"
 #include "runner/runner.hpp"
 
 namespace latprof::cli {
@@ -51,13 +52,21 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                   "Untimed warm-up requests at the timed prompt length, 4 decode steps each")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the synthetic weights, prompt and sampler")
+      ->check(
+          [](const std::string& v) {
+            return v.starts_with("-") ? "must be an integer >= 0 (got " + v + ")" : std::string();
+          },
+          "SEED >= 0")
       ->capture_default_str();
   sub->add_option("--temperature", o->temperature, "0: greedy; > 0: sampling")
       ->capture_default_str();
   sub->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0: all)")
       ->capture_default_str();
-  sub->add_option("--prompt", o->prompt, "Prompt text (instead of a synthetic --input prompt)");
-  sub->add_option("--prompt-file", *prompt_file, "Read the prompt text from a file");
+  sub->add_option("--prompt", o->prompt,
+                  "Prompt text (instead of a synthetic --input prompt; at most 1 MiB)");
+  sub->add_option("--prompt-file", *prompt_file,
+                  "Read the prompt text from a file (at most 1 MiB; a pipe or FIFO is read "
+                  "until its writer closes)");
   sub->add_flag("--no-graph", *no_graph, "CUDA: launch decode kernels one by one, no CUDA graph");
   sub->add_flag("--counters", o->counters,
                 "CUDA: collect hardware counters (DRAM bytes) in a separate pass");
@@ -77,24 +86,27 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
   sub->add_option("--max-batched-tokens", o->max_batched_tokens,
                   "Token budget of one engine step, prefill chunks and decodes together")
       ->capture_default_str();
-  sub->add_option("--max-seqs", o->max_seqs, "Sequences in one engine step")
-      ->capture_default_str();
+  sub->add_option("--max-seqs", o->max_seqs, "Sequences in one engine step")->capture_default_str();
   sub->add_option("--json", *json_path, "Write the full report as JSON");
   sub->add_option("--trace", ex->trace, "Write a Chrome/Perfetto trace (JSON)");
   sub->add_option("--csv", ex->csv, "Write the stage and op tables as CSV");
   sub->add_option("--jsonl", ex->jsonl, "Append one JSON line per run (time series)");
   sub->add_option("--html", ex->html, "Write a self-contained HTML report");
   return [=]() -> int {
-    if (!json_path->empty()) check_writable(*json_path, "--json");
-    check_export_paths(*ex);
-    if (!prompt_file->empty()) {
-      std::ifstream in(*prompt_file, std::ios::binary);
-      if (!in) usage_error("--prompt-file " + *prompt_file + ": cannot open the file");
-      std::ostringstream s;
-      s << in.rdbuf();
-      o->prompt = s.str();
+    // ---- everything that needs no model: flags, prompt text, output paths ----
+    const bool given_prompt = sub->get_option("--prompt")->count() > 0;
+    const bool given_file = sub->get_option("--prompt-file")->count() > 0;
+    if (given_prompt && given_file) usage_error("give either --prompt or --prompt-file, not both");
+    if ((given_prompt || given_file) && sub->get_option("--input")->count() > 0)
+      usage_error(std::string(given_prompt ? "--prompt" : "--prompt-file") +
+                  " sets the prompt, so --input cannot: drop --input (its length is the "
+                  "prompt's token count)");
+    if (given_file) {
+      o->prompt = read_input_file(*prompt_file, "--prompt-file", kMaxPromptBytes);
       if (o->prompt.empty()) usage_error("--prompt-file " + *prompt_file + " is empty");
     }
+    if (given_prompt && o->prompt.empty())
+      usage_error("--prompt is empty; give some text, or --input N for a synthetic prompt");
     o->graphs = !*no_graph;
     o->keep_timeline = !ex->trace.empty() || !ex->html.empty();
     std::vector<std::string> dtypes;
@@ -107,6 +119,23 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
     if (dtypes.empty())
       usage_error("--dtype needs a value: fp16, int8 or a list such as fp16,int8");
     for (const auto& d : dtypes) precision_for(d, 4, 2);  // every dtype is valid before any run
+    // Output paths: each writable and each its own file, before anything runs.
+    auto path_for = [&](const std::string& tag) {
+      std::string base = *json_path;
+      if (base.size() > 5 && base.ends_with(".json")) base.resize(base.size() - 5);
+      return base + "." + tag + ".json";
+    };
+    std::vector<std::pair<std::string, std::string>> outputs = {
+        {"--trace", ex->trace}, {"--csv", ex->csv}, {"--jsonl", ex->jsonl}, {"--html", ex->html}};
+    if (dtypes.size() == 1) {
+      outputs.emplace_back("--json", *json_path);
+    } else if (!json_path->empty()) {
+      for (const auto& d : dtypes) outputs.emplace_back("--json (" + d + ")", path_for(d));
+      outputs.emplace_back("--json (compare)", path_for("compare"));
+    }
+    for (const auto& [flag, path] : outputs)
+      if (!path.empty()) check_writable(path, flag.c_str());
+    check_distinct_outputs(outputs);
     if (dtypes.size() == 1) {
       const RunReport r = run_benchmark(*o);
       std::fputs(format_run_table(r).c_str(), stdout);
@@ -118,11 +147,8 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
     // writes FILE.<dtype>.json per run and FILE.compare.json; exports are not multiplexed.
     if (!ex->trace.empty() || !ex->csv.empty() || !ex->jsonl.empty() || !ex->html.empty())
       usage_error("--trace, --csv, --jsonl and --html take one dtype; run each dtype separately");
-    auto path_for = [&](const std::string& tag) {
-      std::string base = *json_path;
-      if (base.size() > 5 && base.ends_with(".json")) base.resize(base.size() - 5);
-      return base + "." + tag + ".json";
-    };
+    // Every dtype must fit before the first runs.
+    check_dtypes_fit(*o, dtypes);
     std::vector<RunReport> reports;
     for (const auto& d : dtypes) {
       RunOptions one = *o;

@@ -1,4 +1,5 @@
 // latprof: a latency profiler and roofline analyzer for LLM inference.
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -8,8 +9,23 @@
 #include "core/error.hpp"
 #include "latprof/build_info.hpp"
 
+namespace {
+
+// An option given with an empty value (--json "", --model "") is a mistake, not "not given".
+void refuse_empty_values(CLI::App* sub) {
+  for (const CLI::Option* opt : sub->get_options()) {
+    if (opt->count() == 0 || opt->get_items_expected_min() == 0) continue;  // flags
+    for (const std::string& v : opt->results())
+      if (v.empty()) latprof::usage_error(opt->get_name() + " needs a value (got an empty string)");
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace latprof;
+  // A FIFO or pipe whose reader went away: write() fails with EPIPE and the writer reports it.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"latprof: where each millisecond of an LLM request goes, and why"};
   app.set_version_flag("--version", std::string("latprof ") + build::kVersion + " (" +
                                         build::kGitCommit + (build::kGitDirty ? "-dirty" : "") +
@@ -40,7 +56,10 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, fn] : commands)
-      if (sub->parsed()) return fn();
+      if (sub->parsed()) {
+        refuse_empty_values(sub);
+        return fn();
+      }
   } catch (const UsageError& e) {
     std::fprintf(stderr, "latprof: error: %s\n", e.what());
     return 2;

@@ -5,7 +5,9 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "report/report_fields.hpp"
+#include "report/report_values.hpp"
 
 namespace latprof {
 
@@ -232,6 +234,7 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
     usage_error(origin + ": report schema version " + ver +
                 " is not supported (this latprof reads " + std::to_string(kSchemaMajor) +
                 ".x); re-run it with this latprof");
+  check_report_values(j, origin);  // types and ranges (report_values.cpp)
   // The roofs must be usable (positive bandwidth and peak): the roofline's own checks.
   if (j.contains("ceilings")) (void)ceilings_from_json(j["ceilings"], origin);
   RunReport r;
@@ -241,11 +244,11 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
 }
 
 RunReport load_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) usage_error("cannot open report '" + path + "'");
+  check_input_path(path, "report", false, /*allow_fifo=*/true);
+  const std::string text = read_input_file(path, "report", kMaxReportBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     usage_error(path + ": not valid JSON (truncated or not a report): " + std::string(e.what()));
   }

@@ -150,6 +150,8 @@ nlohmann::json report_to_json(const RunReport& r);
 nlohmann::json run_identity_json(const RunReport& r);
 // Throws UsageError with `origin` named when the JSON is not a compatible latprof run report.
 RunReport report_from_json(const nlohmann::json& j, const std::string& origin);
+// The largest report file read (compare, plot, roofline --from): 256 MiB.
+inline constexpr size_t kMaxReportBytes = size_t(256) << 20;
 RunReport load_report(const std::string& path);
 nlohmann::json percentiles_to_json(const Percentiles& p);
 nlohmann::json row_to_json(const Row& r);

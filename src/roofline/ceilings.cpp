@@ -44,6 +44,10 @@ Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin) 
     if (!j[k].is_number()) usage_error(origin + ": ceilings field '" + k + "' is not a number");
     const double v = j[k].get<double>();
     if (required && !(v > 0)) usage_error(origin + ": ceilings field '" + k + "' must be positive");
+    // Measured or datasheet figures; anything beyond 1e19 (or below 0) is not a real device.
+    if (!(v >= 0 && v <= 1e19))
+      usage_error(origin + ": ceilings field '" + k + "' is " + j[k].dump() +
+                  ", outside 0 to 1e19");
     return v;
   };
   c.device = j.value("device", "unknown");

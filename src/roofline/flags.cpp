@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace latprof {
 
@@ -48,6 +49,8 @@ void validate_efficiency(const Efficiency& e) {
 
 Scenario make_scenario(const ScenarioFlags& f, HardwareSpec* spec) {
   Scenario s;
+  if (f.model.find('/') != std::string::npos || f.model.ends_with(".json"))
+    check_input_path(f.model, "--model");
   s.model = find_model(f.model);
   s.precision = precision_from_flags(f.dtype, f.kv_dtype, f.act_dtype);
   s.ceilings = resolve_ceilings(f.hw, f.hw_file, spec);

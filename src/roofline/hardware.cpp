@@ -9,6 +9,7 @@
 
 #include "core/embedded.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "runner/host_ceilings.hpp"
 
 namespace latprof {
@@ -30,6 +31,9 @@ double figure(const nlohmann::json& j, const char* key, const std::string& origi
   if (!std::isfinite(d) || d <= 0)
     usage_error(origin + ": hardware field '" + key + "' is " + v.dump() +
                 "; it must be a positive number");
+  if (d < kMinHardwareFigure || d > kMaxHardwareFigure)
+    usage_error(origin + ": hardware field '" + key + "' is " + v.dump() +
+                ", outside the plausible range 1e3 to 1e19 (FLOP/s, bytes/s or bytes)");
   return d;
 }
 
@@ -142,12 +146,11 @@ HardwareSpec find_hardware(const std::string& name) {
 }
 
 HardwareSpec load_hardware_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  if (!fs::is_regular_file(path)) usage_error("--hw-file " + path + ": no such file");
-  std::ifstream in(path);
+  check_input_path(path, "--hw-file", false, /*allow_fifo=*/true);
+  const std::string text = read_input_file(path, "--hw-file", size_t(1) << 20);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     usage_error("--hw-file " + path + ": not valid JSON: " + e.what());
   }

@@ -35,6 +35,11 @@ struct HardwareSpec {
   double pcie_bytes_per_s = 0;          // 0: not stated
 };
 
+// The range every hardware figure must lie in (FLOP/s, OP/s, bytes/s, bytes): far outside any real
+// part on both sides, and small enough that charts and sums of them stay finite.
+inline constexpr double kMinHardwareFigure = 1e3;
+inline constexpr double kMaxHardwareFigure = 1e19;
+
 // Validates every field: a missing figure, or a non-positive one, is a UsageError naming the
 // field and the file. fp8/int8/interconnect/pcie may be null (the part has none).
 HardwareSpec hardware_from_json(const nlohmann::json& j, const std::string& origin);

@@ -97,12 +97,14 @@ std::string roofline_svg(const RunReport& r, const Ceilings* datasheet) {
   std::vector<std::string> skipped;
   for (const Row& o : r.ops) {
     const double t = o.time_ms > 0 ? o.time_ms : o.floor_ms;
-    if (o.cost.flops <= 0 || o.cost.bytes() <= 0 || !(t > 0)) {
+    const double x = o.cost.flops / o.cost.bytes(), y = o.cost.flops / (t / 1e3);
+    // No FLOPs or bytes, or a point off any chart (an overflowing or vanishing ratio).
+    if (o.cost.flops <= 0 || o.cost.bytes() <= 0 || !(t > 0) || !std::isfinite(x) ||
+        !std::isfinite(y) || !(x > 0) || !(y > 0)) {
       skipped.push_back(o.stage + "." + o.name);
       continue;
     }
-    pts.push_back({o.stage, o.name, o.cost.flops / o.cost.bytes(), o.cost.flops / (t / 1e3), t,
-                   o.time_ms > 0});
+    pts.push_back({o.stage, o.name, x, y, t, o.time_ms > 0});
   }
   // ---- roofs
   struct Roof {
@@ -131,26 +133,37 @@ std::string roofline_svg(const RunReport& r, const Ceilings* datasheet) {
 
   // ---- axes: whole decades around points, ridges and peaks
   double xmin = 1e300, xmax = 0, ymin = 1e300, ymax = 0;
+  auto usable = [](double v) { return std::isfinite(v) && v > 0; };
   for (const auto& p : pts) {
+    if (!usable(p.x) || !usable(p.y)) continue;
     xmin = std::min(xmin, p.x), xmax = std::max(xmax, p.x);
     ymin = std::min(ymin, p.y), ymax = std::max(ymax, p.y);
   }
   for (const auto& rf : roofs) {
-    if (!(rf.bw > 0)) continue;
+    if (!usable(rf.bw) || !usable(rf.peak) || !usable(rf.peak / rf.bw)) continue;
     xmax = std::max(xmax, rf.peak / rf.bw * 4);
     xmin = std::min(xmin, rf.peak / rf.bw / 100);
     ymax = std::max(ymax, rf.peak * 1.5);
     ymin = std::min(ymin, rf.peak / 1e4);
   }
-  if (xmax <= 0) xmin = 0.1, xmax = 1000;
-  if (ymax <= 0) ymin = 1e9, ymax = 1e15;
+  if (!(xmax > 0) || !(xmin <= xmax)) xmin = 0.1, xmax = 1000;
+  if (!(ymax > 0) || !(ymin <= ymax)) ymin = 1e9, ymax = 1e15;
+  // Whole decades, clamped to what a chart can show (an absurd ceiling such as 1e308 or 5e-324
+  // stretches the axes to these limits, never to infinity or zero): at most 40 decades per axis.
+  auto decade = [](double v, bool up, int lo, int hi) {
+    const double e = up ? std::ceil(std::log10(v)) : std::floor(std::log10(v));
+    return int(std::clamp(std::isfinite(e) ? e : (v > 1 ? double(hi) : double(lo)), double(lo),
+                          double(hi)));
+  };
+  int exlo = decade(xmin, false, -10, 30), exhi = decade(xmax, true, -10, 30);
+  int eylo = decade(ymin, false, -10, 30), eyhi = decade(ymax, true, -10, 30);
+  if (exhi - exlo < 2) exhi = exlo + 2;
+  if (eyhi - eylo < 2) eylo = eyhi - 2;
   Axes a;
-  a.xlo = std::pow(10, std::floor(std::log10(xmin)));
-  a.xhi = std::pow(10, std::ceil(std::log10(xmax)));
-  a.ylo = std::pow(10, std::floor(std::log10(ymin)));
-  a.yhi = std::pow(10, std::ceil(std::log10(ymax)));
-  if (a.xhi / a.xlo < 100) a.xhi = a.xlo * 100;
-  if (a.yhi / a.ylo < 100) a.ylo = a.yhi / 100;
+  a.xlo = std::pow(10.0, exlo);
+  a.xhi = std::pow(10.0, exhi);
+  a.ylo = std::pow(10.0, eylo);
+  a.yhi = std::pow(10.0, eyhi);
 
   std::ostringstream s;
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -172,25 +185,30 @@ std::string roofline_svg(const RunReport& r, const Ceilings* datasheet) {
   // grid, ticks and labels
   const double x0 = kLeft, x1 = kWidth - kRight, y0 = kTop, y1 = kHeight - kBottom;
   s << "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
-  for (double d = a.xlo; d <= a.xhi * 1.0001; d *= 10)
-    for (int k = 1; k < 10 && d * k <= a.xhi * 1.0001; ++k)
+  // Loops run over integer decade exponents: bounded whatever the values.
+  for (int e = exlo; e <= exhi; ++e)
+    for (int k = 1; k < (e == exhi ? 2 : 10); ++k) {
+      const double d = std::pow(10.0, e);
       s << "<line x1=\"" << f2(a.px(d * k)) << "\" y1=\"" << y0 << "\" x2=\"" << f2(a.px(d * k))
         << "\" y2=\"" << y1 << "\"" << (k == 1 ? " stroke=\"#c8c8c8\"" : "") << "/>\n";
-  for (double d = a.ylo; d <= a.yhi * 1.0001; d *= 10)
-    for (int k = 1; k < 10 && d * k <= a.yhi * 1.0001; ++k)
+    }
+  for (int e = eylo; e <= eyhi; ++e)
+    for (int k = 1; k < (e == eyhi ? 2 : 10); ++k) {
+      const double d = std::pow(10.0, e);
       s << "<line x1=\"" << x0 << "\" y1=\"" << f2(a.py(d * k)) << "\" x2=\"" << x1 << "\" y2=\""
         << f2(a.py(d * k)) << "\"" << (k == 1 ? " stroke=\"#c8c8c8\"" : "") << "/>\n";
+    }
   s << "</g>\n";
   s << "<rect class=\"plot-area\" x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << x1 - x0
     << "\" height=\"" << y1 - y0 << "\" fill=\"none\" stroke=\"#333333\"/>\n";
   s << "<g class=\"xticks\" text-anchor=\"middle\">\n";
-  for (double d = a.xlo; d <= a.xhi * 1.0001; d *= 10)
-    s << "<text x=\"" << f2(a.px(d)) << "\" y=\"" << y1 + 18 << "\">" << intensity_label(d)
-      << "</text>\n";
+  for (int e = exlo; e <= exhi; ++e)
+    s << "<text x=\"" << f2(a.px(std::pow(10.0, e))) << "\" y=\"" << y1 + 18 << "\">"
+      << intensity_label(std::pow(10.0, e)) << "</text>\n";
   s << "</g>\n<g class=\"yticks\" text-anchor=\"end\">\n";
-  for (double d = a.ylo; d <= a.yhi * 1.0001; d *= 10)
-    s << "<text x=\"" << x0 - 6 << "\" y=\"" << f2(a.py(d) + 4) << "\">" << esc(decade_label(d))
-      << "</text>\n";
+  for (int e = eylo; e <= eyhi; ++e)
+    s << "<text x=\"" << x0 - 6 << "\" y=\"" << f2(a.py(std::pow(10.0, e)) + 4) << "\">"
+      << esc(decade_label(std::pow(10.0, e))) << "</text>\n";
   s << "</g>\n";
   s << "<text x=\"" << f2((x0 + x1) / 2) << "\" y=\"" << kHeight - 20
     << "\" text-anchor=\"middle\">arithmetic intensity (FLOP/byte, cost model)</text>\n";

@@ -5,6 +5,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "report/report.hpp"
 
@@ -123,13 +124,15 @@ Precision precision_from_flags(const std::string& dtype, const std::string& kv_d
 }
 
 void validate_scenario(const Scenario& s) {
-  if (s.input < 1)
-    usage_error("--input must be at least 1 token (got " + std::to_string(s.input) + ")");
-  if (s.output < 1)
-    usage_error("--output must be at least 1 token (got " + std::to_string(s.output) + ")");
+  if (s.input < 1 || s.input > kMaxTokens)
+    usage_error("--input must be between 1 and " + std::to_string(kMaxTokens) + " tokens (got " +
+                std::to_string(s.input) + ")");
+  if (s.output < 1 || s.output > kMaxTokens)
+    usage_error("--output must be between 1 and " + std::to_string(kMaxTokens) + " tokens (got " +
+                std::to_string(s.output) + ")");
   if (s.batch < 1 || s.batch > (1 << 20))
     usage_error("--batch must be between 1 and 1048576 (got " + std::to_string(s.batch) + ")");
-  if (s.input + s.output > s.model.max_seq_len)
+  if (checked_add(s.input, s.output, "--input + --output") > s.model.max_seq_len)
     usage_error("--input " + std::to_string(s.input) + " + --output " + std::to_string(s.output) +
                 " exceeds the context window of " + s.model.name + " (max_seq_len " +
                 std::to_string(s.model.max_seq_len) + ")");

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "core/atomic_file.hpp"
+#include "core/checked.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace latprof {
@@ -70,6 +71,7 @@ HostCeilings from_json(const nlohmann::json& j) {
 }  // namespace
 
 HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
+  check_threads(threads, "--threads");
   if (threads <= 0) threads = int(sysconf(_SC_NPROCESSORS_ONLN));
   const fs::path file = cache_file(threads);
   if (!reprobe && fs::exists(file)) {

@@ -1,5 +1,6 @@
 #include "runner/model.hpp"
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
 
@@ -43,6 +44,9 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
   LATPROF_ASSERT(shape.kv_blocks > 0 && shape.block_size > 0 && shape.max_step_tokens > 0 &&
                      shape.max_seqs > 0 && shape.max_model_len > 0,
                  "empty engine shape");
+  // The KV pool's element count must not overflow before it is compared with memory.
+  checked_mul(checked_mul(shape.kv_blocks, shape.block_size, "the KV cache"), cfg.kv_dim(),
+              "the KV cache");
   check_fits(footprint(cfg, wtype, backend, shape), backend, cfg.name);
   attention_shape.n_heads = int(cfg.n_heads);
   attention_shape.n_kv_heads = int(cfg.n_kv_heads);

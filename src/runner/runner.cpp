@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/progress.hpp"
@@ -85,7 +86,7 @@ struct StepTimes {
   double begin_ms = 0;  // the end of the previous step (or of tokenization): steps tile the run
   double forward_ms = 0, sample_ms = 0, detok_ms = 0;
   bool replayed = false;
-  bool prefill = false;  // before (and with) sequence 0's first token
+  bool prefill = false;                           // before (and with) sequence 0's first token
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (tokens, cached positions before) per seq
 };
 
@@ -431,10 +432,12 @@ const char* stage_name(Stage s) {
 }
 
 void validate_run_options(const RunOptions& o, int64_t max_seq_len) {
-  if (o.prompt.empty() && o.input < 1)
-    usage_error("--input must be at least 1 token (got " + std::to_string(o.input) + ")");
-  if (o.output < 1)
-    usage_error("--output must be at least 1 token (got " + std::to_string(o.output) + ")");
+  if (o.prompt.empty() && (o.input < 1 || o.input > kMaxTokens))
+    usage_error("--input must be between 1 and " + std::to_string(kMaxTokens) + " tokens (got " +
+                std::to_string(o.input) + ")");
+  if (o.output < 1 || o.output > kMaxTokens)
+    usage_error("--output must be between 1 and " + std::to_string(kMaxTokens) + " tokens (got " +
+                std::to_string(o.output) + ")");
   if (o.batch < 1 || o.batch > 4096)
     usage_error("--batch must be between 1 and 4096 (got " + std::to_string(o.batch) + ")");
   if (o.repeat < 0 || o.repeat > 1000)
@@ -443,11 +446,15 @@ void validate_run_options(const RunOptions& o, int64_t max_seq_len) {
         std::to_string(o.repeat) + ")");
   if (o.warmup < 0 || o.warmup > 100)
     usage_error("--warmup must be between 0 and 100 (got " + std::to_string(o.warmup) + ")");
-  if (o.threads < 0 || o.threads > 4096)
-    usage_error("--threads must be between 0 (all cores) and 4096");
-  if (o.temperature < 0) usage_error("--temperature must be >= 0");
+  check_threads(o.threads, "--threads");
+  if (!std::isfinite(o.temperature) || o.temperature < 0)
+    usage_error("--temperature must be a finite number >= 0 (0: greedy; got " +
+                std::to_string(o.temperature) + ")");
   if (o.top_k < 0) usage_error("--top-k must be >= 0");
-  if (o.prompt.empty() && o.input + o.output > max_seq_len)
+  if (o.prompt.size() > kMaxPromptBytes)
+    usage_error("the prompt text is " + std::to_string(o.prompt.size()) +
+                " bytes, more than the cap of " + std::to_string(kMaxPromptBytes) + " bytes");
+  if (o.prompt.empty() && checked_add(o.input, o.output, "--input + --output") > max_seq_len)
     usage_error("--input " + std::to_string(o.input) + " + --output " + std::to_string(o.output) +
                 " = " + std::to_string(o.input + o.output) +
                 " tokens exceeds the model's context of " + std::to_string(max_seq_len) +
@@ -466,8 +473,8 @@ std::vector<std::string> prompts_for(const RunOptions& o, const Tokenizer& tok, 
   return p;
 }
 
-// The engine's shape for `run`: o.batch requests of n_in + o.output tokens arriving together.
-// Throws UsageError when the flags are out of range or the run's requests cannot fit.
+}  // namespace
+
 EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
                                  int64_t n_in) {
   if (o.kv_block_size < 1 || o.kv_block_size > 4096 ||
@@ -514,8 +521,6 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
   probe.check_admissible(n_in, o.output);
   return e;
 }
-
-}  // namespace
 
 RunReport run_benchmark(const RunOptions& o) {
   RunReport r;

@@ -2,11 +2,13 @@
 // The benchmark runner: opens the model, places it on a backend, measures the ceilings, runs
 // warm-up and timed requests (tokenize -> prefill -> sample -> decode steps -> detokenize ->
 // serialize), and builds the run report.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "report/report.hpp"
+#include "runner/model.hpp"
 
 namespace latprof {
 
@@ -18,7 +20,7 @@ struct RunOptions {
   int64_t output = 200;  // generated tokens per sequence
   int64_t batch = 1;
   int threads = 0;  // 0: all cores
-  int repeat = 0;  // 0: three, or one when a request takes over 20 s
+  int repeat = 0;   // 0: three, or one when a request takes over 20 s
   int warmup = 1;
   uint64_t seed = 42;
   float temperature = 0.f;
@@ -31,16 +33,25 @@ struct RunOptions {
   bool keep_timeline = false;  // fill RunReport::timeline (traces)
   std::string prompt;          // real text (from --prompt or --prompt-file)
   // The continuous-batching engine (see README).
-  int64_t kv_block_size = 16;      // positions per KV block
-  std::string kv_cache_memory;     // KV pool size ("8GiB"); "": what the run's requests need
-  int64_t max_model_len = 0;       // positions of one request; 0: the model's context
+  int64_t kv_block_size = 16;         // positions per KV block
+  std::string kv_cache_memory;        // KV pool size ("8GiB"); "": what the run's requests need
+  int64_t max_model_len = 0;          // positions of one request; 0: the model's context
   int64_t max_batched_tokens = 8192;  // tokens per step, prefill chunks and decodes together
   int64_t max_seqs = 256;             // sequences per step
   std::vector<std::string> argv;
 };
 
+// The most prompt text `run` takes (--prompt or --prompt-file): 1 MiB, far more tokens than the
+// context of any model latprof runs; a larger file is refused before it is tokenized.
+inline constexpr size_t kMaxPromptBytes = size_t(1) << 20;
+
 // Validates the options against the model (context length, sizes); throws UsageError.
 void validate_run_options(const RunOptions& o, int64_t max_seq_len);
+
+// The engine's shape for `run`: o.batch requests of n_in + o.output tokens arriving together.
+// Throws UsageError when the engine flags are out of range or the run's requests cannot fit.
+EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
+                                 int64_t n_in);
 
 RunReport run_benchmark(const RunOptions& o);
 

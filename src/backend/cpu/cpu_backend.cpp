@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/sampling.hpp"
@@ -46,6 +47,7 @@ cpu::Weight as_cpu(const DeviceWeight& w) {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& opt) {
+    check_threads(opt.threads, "--threads");
     threads_ = opt.threads > 0 ? opt.threads : int(std::thread::hardware_concurrency());
     if (threads_ <= 0) threads_ = 1;
     omp_set_num_threads(threads_);

@@ -1,0 +1,40 @@
+#include "runner/preflight.hpp"
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "model/open.hpp"
+#include "runner/model.hpp"
+
+namespace latprof {
+
+void check_dtypes_fit(const RunOptions& o, const std::vector<std::string>& dtypes) {
+  OpenedModel om = open_model(o.model, o.seed);
+  const ModelConfig& cfg = om.config;
+  validate_run_options(o, cfg.max_seq_len);
+  // The prompt length sets the activation rows; a synthetic prompt has exactly --input tokens.
+  const int64_t n_in =
+      o.prompt.empty() ? o.input : int64_t(om.tokenizer->encode(o.prompt, true).size());
+  if (n_in + o.output > cfg.max_seq_len)
+    usage_error("the prompt (" + std::to_string(n_in) + " tokens) + --output " +
+                std::to_string(o.output) + " exceeds the model's context of " +
+                std::to_string(cfg.max_seq_len));
+  BackendOptions bo;
+  bo.kind = o.backend;
+  bo.threads = o.threads;
+  bo.graphs = o.graphs;
+  std::string why_not_cuda;
+  const std::unique_ptr<Backend> b = create_backend(bo, &why_not_cuda);
+  for (const std::string& d : dtypes) {
+    const Precision p = precision_for(d, 4, 2);
+    if (p.weights == WeightFormat::int8_w8a8)
+      usage_error("--dtype int8-w8a8 is a roofline-only precision; run with fp16 or int8");
+    const WeightType w = p.weights == WeightFormat::f16 ? WeightType::f16 : WeightType::i8;
+    RunOptions one = o;
+    one.dtype = d;
+    LoadedModel::check_fits(
+        LoadedModel::footprint(cfg, w, *b, engine_shape_for_run(one, cfg, *b, n_in)), *b,
+        cfg.name + " with --dtype " + d);
+  }
+}
+
+}  // namespace latprof
