@@ -23,11 +23,11 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
   const float scale = 1.0f / std::sqrt(float(hd));
   std::vector<float> o(static_cast<size_t>(hd)), sc(static_cast<size_t>(kBlock));
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n_keys = a.pos0 + t + 1;  // causal: positions [first, pos0 + t]
-    const int64_t first = attn_first_key(a, a.pos0 + t);
+    const int64_t n_keys = a.pos(s, t) + 1;  // causal: positions [first, pos]
+    const int64_t first = attn_first_key(a, a.pos(s, t));
     for (int hh = 0; hh < group; ++hh) {
       const int h = kvh * group + hh;
-      const int64_t row = (s * a.n_new + t) * a.n_heads + h;
+      const int64_t row = (a.tok0(s) + t) * a.n_heads + h;
       const float* q = a.q + row * hd;
       float run_max = -std::numeric_limits<float>::infinity(), run_sum = 0;
       std::fill(o.begin(), o.end(), 0.0f);
@@ -37,7 +37,7 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         const int64_t nb = std::min(kBlock, n_keys - j0), js = std::max<int64_t>(0, first - j0);
         float block_max = -std::numeric_limits<float>::infinity();
         for (int64_t j = js; j < nb; ++j) {
-          const uint16_t* k = a.k_cache + (s * a.ctx_cap + j0 + j) * kv_dim + int64_t(kvh) * hd;
+          const uint16_t* k = a.k_cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
           float dot = 0;
           for (int d = 0; d < hd; ++d) dot += q[d] * half_to_float(k[d]);
           sc[size_t(j)] = dot * scale;
@@ -51,7 +51,7 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         for (int64_t j = js; j < nb; ++j) {
           const float p = std::exp(sc[size_t(j)] - new_max);
           run_sum += p;
-          const uint16_t* v = a.v_cache + (s * a.ctx_cap + j0 + j) * kv_dim + int64_t(kvh) * hd;
+          const uint16_t* v = a.v_cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
           for (int d = 0; d < hd; ++d) o[size_t(d)] += p * half_to_float(v[d]);
         }
         run_max = new_max;
@@ -65,13 +65,12 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
 
 }  // namespace detail
 
-void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
-              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
+void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
+                    int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
   const bool f16c = active_isa() != Isa::scalar;
-#pragma omp parallel for schedule(static) if (n_seq * n_new * kv_dim > 65536)
-  for (int64_t r = 0; r < n_seq * n_new; ++r) {
-    const int64_t s = r / n_new, t = r % n_new;
-    const int64_t dst = (s * ctx_cap + pos0 + t) * kv_dim;
+#pragma omp parallel for schedule(static) if (rows * kv_dim > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t dst = int64_t(slots[r]) * kv_dim;
     if (f16c) {
       detail::f32_to_f16_f16c(k + r * kv_dim, k_cache + dst, kv_dim);
       detail::f32_to_f16_f16c(v + r * kv_dim, v_cache + dst, kv_dim);
@@ -84,46 +83,78 @@ void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int6
   }
 }
 
-void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
-               int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
-               float* out, int64_t window) {
-  if (n_seq <= 0 || n_new <= 0) return;
-  const detail::AttnArgs a{q,       k_cache,    v_cache, n_new, pos0,  ctx_cap,
-                           n_heads, n_kv_heads, hd,      out,   window};
-  if (active_isa() == Isa::avx512 && n_new <= 4 && hd <= 512) {
-    // Decode: few tokens, so the cost is streaming K and V once. Split the keys of each sequence
-    // into chunks of 64-key blocks (many per thread, for balance), walk each chunk key-major
-    // over whole cache rows, then merge the chunks' online-softmax states.
+void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                     const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
+                     float* out) {
+  if (b.n_seqs <= 0) return;
+  const detail::AttnArgs a{q,           k_cache,        v_cache,      b.query_start,
+                           b.positions, b.block_tables, b.max_blocks, b.block_size,
+                           n_heads,     n_kv_heads,     hd,           out,
+                           window};
+  // Sequences with few query tokens (decodes) stream their cache once, split over keys; the
+  // others (prefill chunks) are cut into units of query tokens per kv head.
+  constexpr int64_t kFewTokens = 4;
+  const bool split = active_isa() == Isa::avx512 && hd <= 512;
+  std::vector<int64_t> few, many;
+  for (int64_t s = 0; s < b.n_seqs; ++s)
+    if (a.n_tok(s) > 0) (split && a.n_tok(s) <= kFewTokens ? few : many).push_back(s);
+
+  if (!few.empty()) {
+    // Split the keys of each such sequence into chunks of 64-key blocks (many per thread, for
+    // balance), walk each chunk key-major over whole cache rows, then merge the chunks'
+    // online-softmax states. Keys of sequence s: from the first key its first token sees (a
+    // sliding window starts past 0) to its last token's position.
     constexpr int64_t kBlock = 64;
-    // Blocks [b0, b0 + blocks): from the first key the first new token sees (a sliding window
-    // starts past 0) to the last new token.
-    const int64_t b0 = detail::attn_first_key(a, pos0) / kBlock;
-    const int64_t blocks = (pos0 + n_new + kBlock - 1) / kBlock - b0;
+    struct Unit {
+      int64_t s, k0, k1, part;
+    };
+    std::vector<Unit> units;
+    std::vector<int64_t> first_unit(size_t(few.size()) + 1);
+    int64_t blocks_all = 0;
+    for (int64_t s : few)
+      blocks_all += (a.pos(s, a.n_tok(s) - 1) + kBlock) / kBlock -
+                    detail::attn_first_key(a, a.pos(s, 0)) / kBlock;
     const int64_t per_chunk =
-        std::max<int64_t>(1, n_seq * blocks / (16 * int64_t(omp_get_max_threads())));
-    const int64_t nc = (blocks + per_chunk - 1) / per_chunk, ck = per_chunk * kBlock;
-    const int64_t ps = detail::attn_part_stride(hd), rows = n_new * n_heads;
+        std::max<int64_t>(1, blocks_all / (16 * int64_t(omp_get_max_threads())));
+    const int64_t ps = detail::attn_part_stride(hd);
+    int64_t part_floats = 0;
+    for (size_t i = 0; i < few.size(); ++i) {
+      const int64_t s = few[i];
+      first_unit[i] = int64_t(units.size());
+      const int64_t k_end = a.pos(s, a.n_tok(s) - 1) + 1;
+      const int64_t rows = a.n_tok(s) * n_heads;
+      for (int64_t k0 = detail::attn_first_key(a, a.pos(s, 0)) / kBlock * kBlock; k0 < k_end;
+           k0 += per_chunk * kBlock) {
+        units.push_back({s, k0, std::min(k_end, k0 + per_chunk * kBlock), part_floats});
+        part_floats += rows * ps;
+      }
+    }
+    first_unit[few.size()] = int64_t(units.size());
     thread_local std::vector<float> part;
-    part.resize(size_t(n_seq * nc * rows * ps));
+    part.resize(size_t(part_floats));
     float* const pp = part.data();  // (part itself is this thread's: not visible by name below)
     const int hdp = int(ps - 16);
+    // Output rows of the merge: (sequence among `few`, token row within it).
+    std::vector<std::pair<int64_t, int64_t>> rows_of;
+    for (size_t i = 0; i < few.size(); ++i)
+      for (int64_t r = 0; r < a.n_tok(few[i]) * n_heads; ++r) rows_of.emplace_back(int64_t(i), r);
 #pragma omp parallel
     {
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t u = 0; u < n_seq * nc; ++u) {
-        const int64_t s = u / nc, c = u % nc;
-        const int64_t k0 = b0 * kBlock + c * ck;
-        detail::attention_chunk_avx512(a, s, k0, std::min(pos0 + n_new, k0 + ck),
-                                       pp + u * rows * ps);
+      for (int64_t u = 0; u < int64_t(units.size()); ++u) {
+        const Unit& un = units[size_t(u)];
+        detail::attention_chunk_avx512(a, un.s, un.k0, un.k1, pp + un.part);
       }
 #pragma omp for schedule(static)
-      for (int64_t r = 0; r < n_seq * rows; ++r) {
-        const int64_t s = r / rows, rr = r % rows;
-        const float* p0 = pp + (s * nc * rows + rr) * ps;
+      for (int64_t x = 0; x < int64_t(rows_of.size()); ++x) {
+        const auto [i, rr] = rows_of[size_t(x)];
+        const int64_t s = few[size_t(i)], rows = a.n_tok(s) * n_heads;
+        const int64_t u0 = first_unit[size_t(i)], nc = first_unit[size_t(i) + 1] - u0;
+        const float* p0 = pp + units[size_t(u0)].part + rr * ps;
         float m = -std::numeric_limits<float>::infinity();
         for (int64_t c = 0; c < nc; ++c) m = std::max(m, p0[c * rows * ps + hdp]);
         float o[512], l = 0;
-        float* dst = out + r * hd;
+        float* dst = out + (a.tok0(s) * n_heads + rr) * hd;
         std::fill(o, o + hd, 0.0f);
         for (int64_t c = 0; c < nc; ++c) {
           const float* pc = p0 + c * rows * ps;
@@ -136,22 +167,67 @@ void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
         for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
       }
     }
-    return;
   }
-  auto* unit =
-      active_isa() == Isa::avx512 ? detail::attention_unit_avx512 : detail::attention_unit_scalar;
-  // Work units: (sequence, kv head, chunk of query tokens). Decode has one token per unit, so
-  // each unit streams its slice of the K/V cache once for the whole head group.
-  constexpr int64_t kTokens = 16;
-  const int64_t chunks = (n_new + kTokens - 1) / kTokens;
-  const int64_t units = n_seq * n_kv_heads * chunks;
+
+  if (!many.empty()) {
+    auto* unit =
+        active_isa() == Isa::avx512 ? detail::attention_unit_avx512 : detail::attention_unit_scalar;
+    // Work units: (sequence, kv head, chunk of query tokens). A one-token unit streams its slice
+    // of the K/V cache once for the whole head group.
+    constexpr int64_t kTokens = 16;
+    struct Unit {
+      int64_t s;
+      int kvh;
+      int64_t t0, t1;
+    };
+    std::vector<Unit> units;
+    for (int64_t s : many) {
+      const int64_t nt = a.n_tok(s), chunks = (nt + kTokens - 1) / kTokens;
+      // Later chunks attend to more keys: hand them out first for a better balance.
+      for (int64_t c = chunks - 1; c >= 0; --c)
+        for (int kvh = 0; kvh < n_kv_heads; ++kvh)
+          units.push_back({s, kvh, c * kTokens, std::min(nt, (c + 1) * kTokens)});
+    }
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t u = 0; u < units; ++u) {
-    // Later chunks attend to more keys: hand them out first for a better balance.
-    const int64_t c = chunks - 1 - u % chunks;
-    const int64_t sk = u / chunks;
-    unit(a, sk / n_kv_heads, int(sk % n_kv_heads), c * kTokens, std::min(n_new, (c + 1) * kTokens));
+    for (int64_t u = 0; u < int64_t(units.size()); ++u) {
+      const Unit& un = units[size_t(u)];
+      unit(a, un.s, un.kvh, un.t0, un.t1);
+    }
   }
+}
+
+// The contiguous cache [n_seq, ctx_cap, kv_dim] is a paged one with one block of ctx_cap
+// positions per sequence.
+namespace {
+struct Contiguous {
+  std::vector<int32_t> query_start, positions, tables, slots;
+  RaggedBatch batch;
+  Contiguous(int64_t n_seq, int64_t n_new, int64_t pos0, int64_t ctx_cap) {
+    for (int64_t s = 0; s <= n_seq; ++s) query_start.push_back(int32_t(s * n_new));
+    for (int64_t s = 0; s < n_seq; ++s) {
+      tables.push_back(int32_t(s));
+      for (int64_t t = 0; t < n_new; ++t) {
+        positions.push_back(int32_t(pos0 + t));
+        slots.push_back(int32_t(s * ctx_cap + pos0 + t));
+      }
+    }
+    batch = {n_seq, query_start.data(), positions.data(), tables.data(), 1, ctx_cap};
+  }
+};
+}  // namespace
+
+void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
+              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
+  const Contiguous c(n_seq, n_new, pos0, ctx_cap);
+  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), kv_dim, k_cache, v_cache);
+}
+
+void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
+               int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
+               float* out, int64_t window) {
+  if (n_seq <= 0 || n_new <= 0) return;
+  const Contiguous c(n_seq, n_new, pos0, ctx_cap);
+  attention_paged(q, k_cache, v_cache, c.batch, n_heads, n_kv_heads, hd, window, out);
 }
 
 }  // namespace latprof::cpu

@@ -57,7 +57,7 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
 
   auto convert_block = [&](const uint16_t* cache, int64_t j0, int nb, float* dst) {
     for (int j = 0; j < nb; ++j) {
-      const uint16_t* src = cache + (s * a.ctx_cap + j0 + j) * kv_dim + int64_t(kvh) * hd;
+      const uint16_t* src = cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
       for (int c = 0; c < nv; ++c)
         _mm512_storeu_ps(dst + j * hdp + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
                                                      head_mask(c, nv, hd), src + 16 * c)));
@@ -65,9 +65,9 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
   };
 
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n_keys = a.pos0 + t + 1;  // causal: positions [first, pos0 + t]
-    const int64_t first = attn_first_key(a, a.pos0 + t);
-    const int64_t row0 = (s * a.n_new + t) * a.n_heads + int64_t(kvh) * group;
+    const int64_t n_keys = a.pos(s, t) + 1;  // causal: positions [first, pos]
+    const int64_t first = attn_first_key(a, a.pos(s, t));
+    const int64_t row0 = (a.tok0(s) + t) * a.n_heads + int64_t(kvh) * group;
     for (int hh = 0; hh < group; ++hh) {
       const float* q = a.q + (row0 + hh) * hd;
       for (int c = 0; c < nv; ++c) {
@@ -162,7 +162,7 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
   constexpr int B = 64, kAhead = 6;  // keys per softmax step; prefetch distance in rows
   const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
   const int nv = (hd + 15) / 16, hdp = 16 * nv;
-  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd, nt = a.n_new, ps = attn_part_stride(hd);
+  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd, nt = a.n_tok(s), ps = attn_part_stride(hd);
   const float scale = 1.0f / std::sqrt(float(hd));
   const __m512 vscale = _mm512_set1_ps(scale);
   thread_local std::vector<float> qf, sc, kb;
@@ -175,7 +175,7 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
   float* const kbp = kb.data();
   for (int64_t t = 0; t < nt; ++t)
     for (int h = 0; h < nh; ++h) {
-      const float* q = a.q + ((s * nt + t) * nh + h) * hd;
+      const float* q = a.q + ((a.tok0(s) + t) * nh + h) * hd;
       float* o = part + (t * nh + h) * ps;
       for (int c = 0; c < nv; ++c) {
         _mm512_storeu_ps(
@@ -190,18 +190,23 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     // Scores, key-major: one pass over the block's K rows.
     for (int j = 0; j < nb_all; ++j) {
-      const uint16_t* krow = a.k_cache + (s * a.ctx_cap + j0 + j) * kv_dim;
+      const uint16_t* krow = a.k_cache + a.row(s, j0 + j) * kv_dim;
+      // Software prefetch of the row kAhead keys on (through the block table): keeps DRAM busy
+      // while this row computes.
+      const uint16_t* kahead =
+          j + kAhead < nb_all ? a.k_cache + a.row(s, j0 + j + kAhead) * kv_dim : nullptr;
       for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
         const uint16_t* src = krow + int64_t(kvh) * hd;
-        if (j + kAhead < nb_all)  // software prefetch: keep DRAM busy while this row computes
+        if (kahead)
           for (int l = 0; l < hd; l += 32)
-            _mm_prefetch(reinterpret_cast<const char*>(src + kAhead * kv_dim + l), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(kvh) * hd + l),
+                         _MM_HINT_T0);
         for (int c = 0; c < nv; ++c)
           _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
                                                head_mask(c, nv, hd), src + 16 * c)));
         for (int64_t t = 0; t < nt; ++t) {
           // causal (and windowed): not visible to token t
-          if (j0 + j > a.pos0 + t || j0 + j < attn_first_key(a, a.pos0 + t)) continue;
+          if (j0 + j > a.pos(s, t) || j0 + j < attn_first_key(a, a.pos(s, t))) continue;
           for (int hh = 0; hh < group; ++hh) {
             const int h = kvh * group + hh;
             const float* qh = qfp + ((t * nh + h) * hdp);
@@ -223,8 +228,8 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
     }
     // Online-softmax step per (token, head), exactly as in attention_unit_avx512.
     for (int64_t t = 0; t < nt; ++t) {
-      const int nb = int(std::min<int64_t>(nb_all, a.pos0 + t + 1 - j0));
-      const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos0 + t) - j0));
+      const int nb = int(std::min<int64_t>(nb_all, a.pos(s, t) + 1 - j0));
+      const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos(s, t)) - j0));
       if (nb <= js) continue;  // no key of this block is visible to token t
       for (int h = 0; h < nh; ++h) {
         float* sh = scp + ((t * nh + h) * B);
@@ -250,17 +255,20 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
     }
     // P·V, key-major: one pass over the block's V rows; each V slice converted once.
     for (int j = 0; j < nb_all; ++j) {
-      const uint16_t* vrow = a.v_cache + (s * a.ctx_cap + j0 + j) * kv_dim;
+      const uint16_t* vrow = a.v_cache + a.row(s, j0 + j) * kv_dim;
+      const uint16_t* vahead =
+          j + kAhead < nb_all ? a.v_cache + a.row(s, j0 + j + kAhead) * kv_dim : nullptr;
       for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
         const uint16_t* src = vrow + int64_t(kvh) * hd;
-        if (j + kAhead < nb_all)  // software prefetch: keep DRAM busy while this row computes
+        if (vahead)
           for (int l = 0; l < hd; l += 32)
-            _mm_prefetch(reinterpret_cast<const char*>(src + kAhead * kv_dim + l), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(vahead + int64_t(kvh) * hd + l),
+                         _MM_HINT_T0);
         for (int c = 0; c < nv; ++c)
           _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
                                                head_mask(c, nv, hd), src + 16 * c)));
         for (int64_t t = 0; t < nt; ++t) {
-          if (j0 + j > a.pos0 + t || j0 + j < attn_first_key(a, a.pos0 + t)) continue;
+          if (j0 + j > a.pos(s, t) || j0 + j < attn_first_key(a, a.pos(s, t))) continue;
           for (int hh = 0; hh < group; ++hh) {
             const int h = kvh * group + hh;
             const __m512 pj = _mm512_set1_ps(scp[(t * nh + h) * B + j]);

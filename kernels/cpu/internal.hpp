@@ -24,16 +24,29 @@ void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const fl
 void gemm_avx512(const Weight& w, const float* x, int64_t m, float* y);
 void gemm_avx2(const Weight& w, const float* x, int64_t m, float* y);
 
-// Attention for one work unit: query tokens [t0, t1) of sequence s, every query head that shares
-// kv head kvh. Each writes only its own output rows.
+// Attention over a paged KV cache for one work unit: query tokens [t0, t1) of sequence s (in
+// the step's order: global rows query_start[s] + t), every query head that shares kv head kvh.
+// Each writes only its own output rows.
 struct AttnArgs {
-  const float* q;
-  const uint16_t* k_cache;
+  const float* q;           // [T, n_heads * hd]
+  const uint16_t* k_cache;  // rows [*, n_kv_heads * hd]
   const uint16_t* v_cache;
-  int64_t n_new, pos0, ctx_cap;
+  const int32_t* query_start;   // [S + 1]
+  const int32_t* positions;     // [T]
+  const int32_t* block_tables;  // [S, max_blocks]
+  int64_t max_blocks, block_size;
   int n_heads, n_kv_heads, hd;
   float* out;
   int64_t window;  // sliding window in keys; 0: none
+
+  int64_t kv_dim() const { return int64_t(n_kv_heads) * hd; }
+  int64_t tok0(int64_t s) const { return query_start[s]; }
+  int64_t n_tok(int64_t s) const { return int64_t(query_start[s + 1]) - query_start[s]; }
+  int64_t pos(int64_t s, int64_t t) const { return positions[query_start[s] + t]; }
+  // The cache row of position p of sequence s.
+  int64_t row(int64_t s, int64_t p) const {
+    return int64_t(block_tables[s * max_blocks + p / block_size]) * block_size + p % block_size;
+  }
 };
 // The first key a query at position pos sees (keys [first, pos]).
 inline int64_t attn_first_key(const AttnArgs& a, int64_t pos) {
@@ -42,7 +55,7 @@ inline int64_t attn_first_key(const AttnArgs& a, int64_t pos) {
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 // Decode attention split over keys: keys [k0, k1) (k0 a multiple of 64) of sequence s for all
-// n_new tokens and all heads; partial online-softmax state per (token, head) row at
+// its tokens in the step and all heads; partial online-softmax state per (token, head) row at
 // part + (t * n_heads + h) * attn_part_stride(hd): o[16 * ceil(hd / 16)], max, sum.
 inline int64_t attn_part_stride(int hd) {
   return 16 * ((hd + 15) / 16) + 16;

@@ -64,6 +64,28 @@ void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int6
 void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
                int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
                float* out, int64_t window = 0);
+// ---- the paged KV cache (the engine's) ------------------------------------------------------
+// A ragged batch of query tokens over a paged cache: sequence s owns query rows
+// [query_start[s], query_start[s + 1]) at positions[row] (ascending within the sequence); its
+// position p is cache row block_tables[s * max_blocks + p / block_size] * block_size
+// + p % block_size. The contiguous layout above is the case of one block of ctx_cap per sequence.
+struct RaggedBatch {
+  int64_t n_seqs = 0;
+  const int32_t* query_start = nullptr;   // [n_seqs + 1]
+  const int32_t* positions = nullptr;     // [rows]
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  int64_t max_blocks = 0;
+  int64_t block_size = 0;
+};
+// k, v: [rows, kv_dim] fp32 -> fp16 cache rows slots[r].
+void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
+                    int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache);
+// Causal grouped-query attention of each query row over its sequence's cache positions
+// [0, position] (with a sliding window W > 0: the last W of them); the cache already holds them.
+// q, out: [rows, n_heads * hd] fp32; scale 1/sqrt(hd).
+void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                     const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
+                     float* out);
 // out[t, j] = silu(gate[t, j]) * up[t, j]; out may alias gate
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 // x[i] += y[i]
