@@ -2,7 +2,8 @@
 # The one prepared check for a lent GPU (A100/H100/H200): build, GPU tests (the cuBLASLt callers
 # must run, not skip: the CPU emulation of tests/cuemu cannot cover them), `latprof hw`, and
 # `latprof run --input 500 --output 200` on llama-2-7b in FP16 and INT8, with and without
-# --counters; reports go to $OUT when it is set; a summary table is printed at the end.
+# --counters, without graphs and with --batch 4; reports go to $OUT when it is set; a summary
+# table is printed at the end.
 # Budget: < 8 minutes on an H200 machine with 16 cores. Every step's failure is reported and the
 # script goes on; the exit code is the number of failed steps (0: all passed).
 #
@@ -61,6 +62,18 @@ CUBLASLT_CALLERS='
   if ! grep -q "GpuMatmul.MatchesCpu/f16_m500" <<<"$out"; then echo "no prefill GEMM test ran"; rc=1; fi
   exit $rc'
 step cublaslt-callers 150 bash -c "$CUBLASLT_CALLERS" _ "$BUILD"
+# The engine's steps on the paged KV cache: attention (decode and tiled kernels over ragged steps
+# with shuffled block tables), rope by positions, gather_rows, keyed sampling and the per-key
+# graphs (captured, replayed, dropped and captured again) must run, not skip.
+ENGINE_STEPS='
+  out=$("$1/test_gpu_ops" --gtest_filter="Shapes/GpuAttention.*:GpuOps.*" 2>&1); rc=$?
+  printf "%s\n" "$out"
+  if grep -q "SKIPPED \]" <<<"$out"; then echo "engine-step tests were skipped, not run"; rc=1; fi
+  for t in GpuOps.StepGraphsReplayMatchCpu GpuOps.GatherRows "GpuAttention.MatchesCpu/mixed_"; do
+    grep -q "OK \] .*$t" <<<"$out" || { echo "$t did not pass"; rc=1; }
+  done
+  exit $rc'
+step engine-steps 120 bash -c "$ENGINE_STEPS" _ "$BUILD"
 # The emulated kernel tests also build and pass next to nvcc (they need only g++).
 step cuemu-tests 120 ctest --test-dir "$BUILD" -L cuemu --output-on-failure --timeout 100 -j"$JOBS"
 cp "$LOG" "$DEST/ctest-and-build.log" 2>/dev/null || true
@@ -79,6 +92,11 @@ done
 step "run-fp16-no-graph" 120 "$BUILD/latprof" run --input 500 --output 200 --model llama-2-7b \
   --dtype fp16 --backend cuda --no-graph -q --json "$DEST/run-fp16-no-graph.json"
 RUNS+=("$DEST/run-fp16-no-graph.json")
+# Continuous batching: four requests through the engine (mixed prefill/decode steps, one graph
+# per all-decode batch size).
+step "run-fp16-batch4" 150 "$BUILD/latprof" run --input 500 --output 200 --model llama-2-7b \
+  --dtype fp16 --backend cuda --batch 4 -q --json "$DEST/run-fp16-batch4.json"
+RUNS+=("$DEST/run-fp16-batch4.json")
 
 # ---- summary ----------------------------------------------------------------------------------
 echo

@@ -1,5 +1,5 @@
-// Elementwise ops of the block. CPU references: cpu::swiglu, cpu::add; gather_last mirrors the CPU
-// backend's row copy. half2 loads when n is even; fp32 arithmetic.
+// Elementwise ops of the block. CPU references: cpu::swiglu, cpu::add; gather_rows is the CPU
+// backend's row copy (CpuBackend::gather_rows). half2 loads when n is even; fp32 arithmetic.
 #include "kernels/cuda/common.cuh"
 
 namespace latprof::cuda {
@@ -38,29 +38,22 @@ __global__ void add_kernel(__half* x, const __half* y, int64_t n) {
     x[i] = __float2half_rn(__half2float(x[i]) + __half2float(y[i]));
 }
 
-// One block walks the sequences in order: row s reads source row (s + 1) * n_new - 1 >= s, which
-// no earlier iteration has overwritten, so out may alias x.
-__global__ void gather_last_kernel(const __half* x, int64_t n_seq, int64_t n_new, int64_t dim,
+// out[i, :] = x[rows[i], :]; one thread per element (half2 when dim is even).
+__global__ void gather_rows_kernel(const __half* x, const int32_t* rows, int64_t n, int64_t dim,
                                    __half* out) {
-  for (int64_t s = 0; s < n_seq; ++s) {
-    const __half* src = x + ((s + 1) * n_new - 1) * dim;
-    __half* dst = out + s * dim;
-    __half buf[8];
-    for (int64_t i0 = 0; i0 < dim; i0 += int64_t(blockDim.x) * 8) {
-      // Read this stripe fully before writing it, as source and destination rows may overlap.
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int64_t i = i0 + j * int64_t(blockDim.x) + threadIdx.x;
-        if (i < dim) buf[j] = src[i];
-      }
-      __syncthreads();
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int64_t i = i0 + j * int64_t(blockDim.x) + threadIdx.x;
-        if (i < dim) dst[i] = buf[j];
-      }
-      __syncthreads();
-    }
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * dim;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / dim, c = i % dim;
+    out[i] = x[int64_t(rows[r]) * dim + c];
+  }
+}
+
+__global__ void gather_rows2_kernel(const __half2* x, const int32_t* rows, int64_t n, int64_t dim2,
+                                    __half2* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * dim2;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / dim2, c = i % dim2;
+    out[i] = x[int64_t(rows[r]) * dim2 + c];
   }
 }
 
@@ -89,11 +82,15 @@ void add(__half* x, const __half* y, int64_t n, cudaStream_t stream) {
   LP_CHECK_LAUNCH();
 }
 
-void gather_last(const __half* x, int64_t n_seq, int64_t n_new, int64_t dim, __half* out,
+void gather_rows(const __half* x, const int32_t* rows, int64_t n, int64_t dim, __half* out,
                  cudaStream_t stream) {
-  if (n_seq <= 0 || dim <= 0) return;
-  if (n_new == 1 && x == out) return;
-  gather_last_kernel<<<1, 512, 0, stream>>>(x, n_seq, n_new, dim, out);
+  if (n <= 0 || dim <= 0) return;
+  if (dim % 2 == 0) {
+    gather_rows2_kernel<<<detail::blocks_for(n * dim / 2, 256), 256, 0, stream>>>(
+        reinterpret_cast<const __half2*>(x), rows, n, dim / 2, reinterpret_cast<__half2*>(out));
+  } else {
+    gather_rows_kernel<<<detail::blocks_for(n * dim, 256), 256, 0, stream>>>(x, rows, n, dim, out);
+  }
   LP_CHECK_LAUNCH();
 }
 

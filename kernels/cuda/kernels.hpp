@@ -1,7 +1,8 @@
 #pragma once
 // CUDA kernels of the CUDA backend, one op per file in kernels/cuda/. Each launcher enqueues its
 // kernel on `stream`, checks the launch and names its CPU reference in kernels/cpu/kernels.hpp,
-// which is the specification it is tested against (tests/gpu/).
+// which is the specification it is tested against (tests/gpu/, and under the CPU emulation
+// tests/cuemu/).
 //
 // Types: activations are fp16 (__half) with fp32 arithmetic inside every kernel; linear weights
 // fp16 or int8 with one fp32 scale per output row; the KV cache is fp16; norm weights fp32.
@@ -47,45 +48,57 @@ void dequantize_i8(const int8_t* w, const float* scales, int64_t n_out, int64_t 
 void gemm_fallback(const void* w, const float* scales, bool int8, const __half* x, int64_t m,
                    int64_t n_out, int64_t n_in, __half* y, cudaStream_t stream);
 
-// ---- rotary embedding (cpu::rope, rotate_half): q [rows, n_heads*hd], k [rows, n_kv*hd]
-// ----------- Row r has position *pos + r % n_new (pos: device int32 scalar). In place.
-// inv_freq: host [hd/2] radians per position, rope scaling applied (passed by value to the kernel,
-// so a captured graph keeps it).
-void rope(__half* q, __half* k, int64_t rows, int64_t n_new, const int32_t* pos, int n_heads,
-          int n_kv_heads, int hd, const double* inv_freq, cudaStream_t stream);
+// ---- rotary embedding (cpu::rope, rotate_half): q [rows, n_heads*hd], k [rows, n_kv*hd] -------
+// Row r is rotated at positions[r] (device int32 [rows]). In place. inv_freq: host [hd/2] radians
+// per position, rope scaling applied (passed by value to the kernel, so a captured graph keeps it).
+void rope(__half* q, __half* k, const int32_t* positions, int64_t rows, int n_heads, int n_kv_heads,
+          int hd, const double* inv_freq, cudaStream_t stream);
 
-// ---- attention (cpu::kv_store + cpu::attention) ------------------------------------------------
+// ---- the paged KV cache and attention (cpu::kv_store_paged + cpu::attention_paged) ----------
+// Cache of one layer: rows [num_blocks * block_size, kv_dim] for K and for V; position p of
+// sequence s lives in row block_tables[s * max_blocks + p / block_size] * block_size
+// + p % block_size.
+// Writes k, v [rows, kv_dim] to the cache rows slots[r] (device int32 [rows]; negative: skipped).
+void kv_store_paged(const __half* k, const __half* v, const int32_t* slots, int64_t rows,
+                    int64_t kv_dim, __half* k_cache, __half* v_cache, cudaStream_t stream);
+// A ragged batch of query rows over the paged cache (the engine's step, StepDesc). Launches are
+// sized from n_tokens, n_seqs, max_blocks and block_size only; per-step lengths come from the
+// device arrays, so a launch captured in a graph replays with new contents.
 struct AttnArgs {
-  const __half* q = nullptr;        // [n_seq*n_new, n_heads*hd]
-  const __half* k_cache = nullptr;  // [n_seq, ctx_cap, n_kv*hd]
+  const __half* q = nullptr;        // [n_tokens, n_heads*hd]
+  const __half* k_cache = nullptr;  // [num_blocks * block_size, n_kv*hd]
   const __half* v_cache = nullptr;
-  __half* out = nullptr;         // [n_seq*n_new, n_heads*hd]
-  const int32_t* pos = nullptr;  // device scalar: position of the first new token
-  int64_t n_seq = 0, n_new = 0, ctx_cap = 0;
+  __half* out = nullptr;                  // [n_tokens, n_heads*hd]
+  const int32_t* query_start = nullptr;   // [n_seqs + 1]: rows of sequence s
+  const int32_t* positions = nullptr;     // [n_tokens]: ascending within a sequence
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  int64_t n_tokens = 0, n_seqs = 0, max_blocks = 0, block_size = 0;
   int n_heads = 0, n_kv_heads = 0, hd = 0;
-  int64_t window =
-      0;  // sliding window: a query at position p sees keys [p - window + 1, p]; 0: none
+  // Sliding window: a query at position p sees keys [p - window + 1, p]; 0: all of [0, p].
+  int64_t window = 0;
+  __host__ __device__ int64_t max_context() const { return max_blocks * block_size; }
 };
-// Writes k, v [n_seq*n_new, kv_dim] into the caches at positions *pos .. *pos + n_new - 1.
-void kv_store(const __half* k, const __half* v, int64_t n_seq, int64_t n_new, const int32_t* pos,
-              int64_t ctx_cap, int64_t kv_dim, __half* k_cache, __half* v_cache,
-              cudaStream_t stream);
 inline constexpr int kAttnMaxHeadDim = 256;
-// Tiled online-softmax attention for any n_new (prefill): never materialises the score matrix.
+// Tiled online-softmax attention for any number of query rows per sequence (prefill chunks,
+// mixed steps): grid (tiles of 32 queries of one sequence, heads); never materialises the score
+// matrix.
 void attention_prefill(const AttnArgs& a, cudaStream_t stream);
-// Split-context decode attention (n_new == 1): the context is cut into kDecodeSplit-key chunks
-// processed by separate blocks (grid fixed by ctx_cap, so it is graph capturable), then reduced.
+// Split-context decode attention: at most one query row per sequence (a sequence with none is
+// skipped); the context is cut into kDecodeSplit-key chunks processed by separate blocks (grid
+// fixed by max_context(), so it is graph capturable), then reduced. GQA groups up to 8.
 inline constexpr int kDecodeSplit = 128;
+inline constexpr int kDecodeMaxGroup = 8;
 // Floats of scratch the decode kernel needs: partial outputs and (max, sum) per split.
-int64_t attention_decode_scratch_floats(int64_t n_seq, int n_heads, int hd, int64_t ctx_cap);
+int64_t attention_decode_scratch_floats(int64_t n_seqs, int n_heads, int hd, int64_t max_context);
 void attention_decode(const AttnArgs& a, float* scratch, cudaStream_t stream);
 
 // ---- elementwise (cpu::swiglu, cpu::add)
 // -----------------------------------------------------------
 void swiglu(const __half* gate, const __half* up, int64_t n, __half* out, cudaStream_t stream);
 void add(__half* x, const __half* y, int64_t n, cudaStream_t stream);
-// out[s, :] = x[(s + 1) * n_new - 1, :]; out may alias x.
-void gather_last(const __half* x, int64_t n_seq, int64_t n_new, int64_t dim, __half* out,
+// out[i, :] = x[rows[i], :] for i < n (rows: device int32 [n]); out must not alias x. CPU
+// reference: the CPU backend's gather_rows (a row copy).
+void gather_rows(const __half* x, const int32_t* rows, int64_t n, int64_t dim, __half* out,
                  cudaStream_t stream);
 
 // ---- sampling (cpu::argmax): tokens[s] = first index of the largest logit of row s

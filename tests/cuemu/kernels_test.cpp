@@ -21,6 +21,7 @@
 #include "core/rng.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "support.hpp"
+#include "tests/support/paged_batch.hpp"
 
 namespace latprof::cuemutest {
 
@@ -245,113 +246,170 @@ TEST(EmuOps, DequantizeI8Exact) {
 }
 
 // ---- rope: angles in double on both sides; fp16 rounding of the output ----------------------
+// Each row at its own position (a ragged step: a decode row, chunks at nonzero starts, a position
+// past 65535).
 TEST(EmuOps, Rope) {
   struct C {
-    int64_t n_seq, n_new;
-    int32_t pos0;
+    std::vector<int32_t> pos;
     int heads, kv, hd;
   };
-  for (C c : {C{1, 1, 0, 4, 2, 64}, C{2, 17, 5, 8, 2, 128}, C{1, 3, 70000, 4, 4, 96}}) {
-    SCOPED_TRACE("hd " + std::to_string(c.hd) + " pos0 " + std::to_string(c.pos0));
-    const int64_t rows = c.n_seq * c.n_new;
+  std::vector<int32_t> chunk(17);
+  for (int i = 0; i < 17; ++i) chunk[size_t(i)] = 5 + i;
+  std::vector<int32_t> mixed = {40};  // one decode row, then a chunk at 0, then one at 70000
+  for (int i = 0; i < 9; ++i) mixed.push_back(i);
+  for (int i = 0; i < 3; ++i) mixed.push_back(70000 + i);
+  for (const C& c : {C{{0}, 4, 2, 64}, C{chunk, 8, 2, 128}, C{mixed, 4, 4, 96}}) {
+    SCOPED_TRACE("hd " + std::to_string(c.hd) + " rows " + std::to_string(c.pos.size()));
+    const int64_t rows = int64_t(c.pos.size());
     const std::vector<float> q0 = round_f16(random_vector(size_t(rows * c.heads * c.hd), 6, -2, 2));
     const std::vector<float> k0 = round_f16(random_vector(size_t(rows * c.kv * c.hd), 7, -2, 2));
     std::vector<float> q = q0, k = k0;
-    std::vector<int32_t> pos(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = c.pos0 + int32_t(r % c.n_new);
     std::vector<double> inv(size_t(c.hd / 2));
     for (int i = 0; i < c.hd / 2; ++i) inv[size_t(i)] = std::pow(10000.0, -2.0 * i / c.hd);
-    cpu::rope(q.data(), k.data(), pos.data(), rows, c.heads, c.kv, c.hd, inv.data());
-    auto dp = upload(std::vector<int32_t>{c.pos0});
+    cpu::rope(q.data(), k.data(), c.pos.data(), rows, c.heads, c.kv, c.hd, inv.data());
+    auto dp = upload(c.pos);
     under_schedules(5, [&] {
       auto dq = upload_act(q0);
       auto dk = upload_act(k0);
-      cuda::rope(H(dq), H(dk), rows, c.n_new, dp->as<int32_t>(), c.heads, c.kv, c.hd, inv.data(),
-                 nullptr);
+      cuda::rope(H(dq), H(dk), dp->as<int32_t>(), rows, c.heads, c.kv, c.hd, inv.data(), nullptr);
       EXPECT_TRUE(all_close(download_act(*dq, int64_t(q.size())), q, 4e-3, 2e-3));
       EXPECT_TRUE(all_close(download_act(*dk, int64_t(k.size())), k, 4e-3, 2e-3));
     });
   }
 }
 
-// ---- attention: kv_store, then prefill tiles or split-context decode, GQA ---------------------
-// Outputs are convex combinations of V rows in [-1, 1]: atol 2e-3, rtol 4e-3 (as on the GPU).
+// ---- attention over the paged cache: kv_store_paged, then the tiled or split-context kernel ---
+// Ragged steps (support/paged_batch.hpp): shuffled block ids, -1 past each sequence's blocks,
+// spare blocks poisoned with NaN (a read of a block the sequence does not own fails), decode
+// rows next to prefill chunks at nonzero starts, sliding windows, GQA. Reference:
+// cpu::kv_store_paged + cpu::attention_paged. Outputs are convex combinations of V rows in
+// [-1, 1]: atol 2e-3, rtol 4e-3 (as on the GPU). A step whose sequences all decode one row runs
+// the decode kernel (the CUDA backend's choice when the GQA group is at most 8) and the tiled one.
 struct AttnCase {
-  int64_t n_seq, n_new, pos0, ctx_cap;
+  std::vector<test::PagedSeq> seqs;
   int heads, kv, hd;
+  int64_t block_size;
+  int64_t window = 0;
+  int64_t max_context = 0;  // positions the tables address (the decode grid); 0: the longest
 };
+void PrintTo(const AttnCase& c, std::ostream* os) {
+  *os << "seqs";
+  for (const auto& q : c.seqs) *os << " " << q.pos0 << "+" << q.n_new;
+  *os << " heads " << c.heads << "/" << c.kv << " hd " << c.hd << " block " << c.block_size
+      << " window " << c.window;
+}
+std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
+  const AttnCase& c = i.param;
+  int64_t rows = 0, maxq = 0;
+  for (const auto& q : c.seqs) {
+    rows += q.n_new;
+    maxq = std::max(maxq, q.n_new);
+  }
+  return std::string(maxq == 1 ? "decode" : "mixed") + "_seqs" + std::to_string(c.seqs.size()) +
+         "_rows" + std::to_string(rows) + "_pos" + std::to_string(c.seqs[0].pos0) + "_h" +
+         std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd) +
+         "_b" + std::to_string(c.block_size) +
+         (c.window > 0 ? "_w" + std::to_string(c.window) : "");
+}
 class EmuAttention : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(EmuAttention, MatchesCpu) {
-  const AttnCase c = GetParam();
+  const AttnCase& c = GetParam();
+  const test::PagedBatch pb =
+      test::make_paged_batch(c.seqs, c.block_size, c.max_context, uint64_t(c.hd * 31 + c.heads));
   const int64_t q_dim = int64_t(c.heads) * c.hd, kv_dim = int64_t(c.kv) * c.hd;
-  const int64_t rows = c.n_seq * c.n_new;
-  std::vector<float> kc = round_f16(random_vector(size_t(c.n_seq * c.ctx_cap * kv_dim), 8, -1, 1));
-  std::vector<float> vc = round_f16(random_vector(size_t(c.n_seq * c.ctx_cap * kv_dim), 9, -1, 1));
-  const std::vector<uint16_t> kch0 = to_half(kc), vch0 = to_half(vc);
+  const int64_t rows = pb.n_tokens;
+  // The cache: random rows in owned blocks (positions before each sequence's start are cached
+  // already), NaN in the spare ones.
+  std::vector<uint16_t> kch0 = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 8, -1, 1));
+  std::vector<uint16_t> vch0 = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 9, -1, 1));
+  for (int64_t blk = 0; blk < pb.num_blocks; ++blk)
+    if (!pb.owned[size_t(blk)]) {
+      const size_t r0 = size_t(blk * pb.block_size * kv_dim), n = size_t(pb.block_size * kv_dim);
+      std::fill_n(kch0.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
+      std::fill_n(vch0.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
+    }
   std::vector<float> q = round_f16(random_vector(size_t(rows * q_dim), 10, -2, 2));
   std::vector<float> k = round_f16(random_vector(size_t(rows * kv_dim), 11, -2, 2));
   std::vector<float> v = round_f16(random_vector(size_t(rows * kv_dim), 12, -1, 1));
   std::vector<uint16_t> kch = kch0, vch = vch0;
-  cpu::kv_store(k.data(), v.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, kv_dim, kch.data(),
-                vch.data());
+  cpu::kv_store_paged(k.data(), v.data(), rows, pb.slots.data(), kv_dim, kch.data(), vch.data());
+  const cpu::RaggedBatch rb{pb.n_seqs,           pb.query_start.data(),
+                            pb.positions.data(), pb.block_tables.data(),
+                            pb.max_blocks,       pb.block_size};
   std::vector<float> ref(static_cast<size_t>(rows * q_dim));
-  cpu::attention(q.data(), kch.data(), vch.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.heads,
-                 c.kv, c.hd, ref.data());
+  cpu::attention_paged(q.data(), kch.data(), vch.data(), rb, c.heads, c.kv, c.hd, c.window,
+                       ref.data());
   auto dq = upload_act(q);
   auto dk = upload_act(k);
   auto dv = upload_act(v);
-  auto dp = upload(std::vector<int32_t>{int32_t(c.pos0)});
-  under_schedules(uint64_t(c.pos0 + c.n_new), [&] {
-    auto dkc = upload(kch0);
-    auto dvc = upload(vch0);
-    DevBuf dout(size_t(rows * q_dim) * 2);
-    poison(dout);
-    cuda::kv_store(H(dk), H(dv), c.n_seq, c.n_new, dp->as<int32_t>(), c.ctx_cap, kv_dim, H(dkc),
-                   H(dvc), nullptr);
-    cuda::AttnArgs a;
-    a.q = H(dq);
-    a.k_cache = H(dkc);
-    a.v_cache = H(dvc);
-    a.out = H(dout);
-    a.pos = dp->as<int32_t>();
-    a.n_seq = c.n_seq;
-    a.n_new = c.n_new;
-    a.ctx_cap = c.ctx_cap;
-    a.n_heads = c.heads;
-    a.n_kv_heads = c.kv;
-    a.hd = c.hd;
-    if (c.n_new == 1 && c.heads / c.kv <= 8) {  // the CUDA backend's choice
-      DevBuf scratch(
-          size_t(cuda::attention_decode_scratch_floats(c.n_seq, c.heads, c.hd, c.ctx_cap)) * 4);
-      cuda::attention_decode(a, scratch.as<float>(), nullptr);
-    } else {
-      cuda::attention_prefill(a, nullptr);
+  auto dqs = upload(pb.query_start);
+  auto dpos = upload(pb.positions);
+  auto dslots = upload(pb.slots);
+  auto dtables = upload(pb.block_tables);
+  const bool decode = pb.max_query_len == 1;
+  under_schedules(uint64_t(rows + c.hd), [&] {
+    for (bool use_decode : {false, true}) {
+      if (use_decode && !(decode && c.heads / c.kv <= cuda::kDecodeMaxGroup)) continue;
+      SCOPED_TRACE(use_decode ? "decode kernel" : "tiled kernel");
+      auto dkc = upload(kch0);
+      auto dvc = upload(vch0);
+      DevBuf dout(size_t(rows * q_dim) * 2);
+      poison(dout);
+      cuda::kv_store_paged(H(dk), H(dv), dslots->as<int32_t>(), rows, kv_dim, H(dkc), H(dvc),
+                           nullptr);
+      cuda::AttnArgs a;
+      a.q = H(dq);
+      a.k_cache = H(dkc);
+      a.v_cache = H(dvc);
+      a.out = H(dout);
+      a.query_start = dqs->as<int32_t>();
+      a.positions = dpos->as<int32_t>();
+      a.block_tables = dtables->as<int32_t>();
+      a.n_tokens = rows;
+      a.n_seqs = pb.n_seqs;
+      a.max_blocks = pb.max_blocks;
+      a.block_size = pb.block_size;
+      a.n_heads = c.heads;
+      a.n_kv_heads = c.kv;
+      a.hd = c.hd;
+      a.window = c.window;
+      if (use_decode) {
+        DevBuf scratch(size_t(cuda::attention_decode_scratch_floats(pb.n_seqs, c.heads, c.hd,
+                                                                    a.max_context())) *
+                       4);
+        cuda::attention_decode(a, scratch.as<float>(), nullptr);
+      } else {
+        cuda::attention_prefill(a, nullptr);
+      }
+      EXPECT_TRUE(all_close(download_act(dout, rows * q_dim), ref, 2e-3, 4e-3));
+      EXPECT_EQ(download<uint16_t>(*dkc, kch.size()), kch) << "K rows not stored by slot";
+      EXPECT_EQ(download<uint16_t>(*dvc, vch.size()), vch) << "V rows not stored by slot";
     }
-    EXPECT_TRUE(all_close(download_act(dout, rows * q_dim), ref, 2e-3, 4e-3));
-    EXPECT_EQ(download<uint16_t>(*dkc, kch.size()), kch) << "K rows not appended to the cache";
-    EXPECT_EQ(download<uint16_t>(*dvc, vch.size()), vch) << "V rows not appended to the cache";
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, EmuAttention,
     ::testing::Values(
-        // prefill (tiled kernel): odd lengths, GQA, several head sizes, a chunk after a prefix
-        AttnCase{2, 77, 0, 80, 4, 2, 64}, AttnCase{1, 300, 0, 310, 8, 8, 128},
-        AttnCase{1, 45, 20, 70, 6, 2, 96}, AttnCase{2, 33, 0, 33, 2, 1, 256},
-        AttnCase{1, 2, 1000, 1010, 8, 1, 128}, AttnCase{1, 1, 40, 64, 16, 1, 64},
-        // decode (split-context kernel + reduction): short, exactly one split, long, GQA 8
-        AttnCase{1, 1, 0, 16, 4, 4, 128}, AttnCase{2, 1, 127, 128, 8, 2, 128},
-        AttnCase{1, 1, 3000, 4096, 32, 8, 128}, AttnCase{3, 1, 700, 701, 16, 2, 64},
-        AttnCase{1, 1, 200, 300, 6, 2, 80}, AttnCase{1, 1, 300, 400, 8, 1, 256}),
-    [](const ::testing::TestParamInfo<AttnCase>& i) {
-      const AttnCase& c = i.param;
-      return std::string(c.n_new == 1 && c.heads / c.kv <= 8 ? "decode" : "prefill") + "_seq" +
-             std::to_string(c.n_seq) + "_new" + std::to_string(c.n_new) + "_pos" +
-             std::to_string(c.pos0) + "_h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv) +
-             "_d" + std::to_string(c.hd);
-    });
+        // mixed steps: a decode row next to prefill chunks from 0 and from nonzero starts
+        AttnCase{{{37, 1}, {0, 45}, {20, 19}}, 4, 2, 64, 16},
+        AttnCase{{{0, 30}, {61, 1}, {9, 14}}, 6, 2, 96, 4},
+        AttnCase{{{100, 1}, {50, 40}}, 8, 2, 128, 16, 30},
+        AttnCase{{{0, 33}, {5, 20}}, 2, 1, 256, 16}, AttnCase{{{500, 4}, {3, 2}}, 8, 2, 64, 4, 3},
+        // one long prefill (several tiles), with and without a window that tiles start past
+        AttnCase{{{0, 100}}, 8, 8, 128, 16}, AttnCase{{{0, 100}}, 4, 2, 64, 16, 20},
+        // decode steps (split-context kernel + reduction, and the tiled kernel): short, exactly
+        // one split, several splits, GQA 8, head sizes 64..256, block sizes 16 and 4, a grid far
+        // past the contexts, windows that skip splits or sit inside one
+        AttnCase{{{0, 1}, {127, 1}, {300, 1}}, 8, 1, 128, 16, 0, 512},
+        AttnCase{{{200, 1}, {64, 1}}, 16, 2, 64, 4, 100},
+        AttnCase{{{1100, 1}}, 16, 4, 128, 16, 600, 2048},
+        AttnCase{{{700, 1}, {130, 1}, {5, 1}}, 16, 2, 64, 16, 129},
+        AttnCase{{{200, 1}}, 6, 2, 80, 4}, AttnCase{{{300, 1}}, 8, 1, 256, 16},
+        // GQA 16: decode rows on the tiled kernel (the backend's choice past a group of 8)
+        AttnCase{{{40, 1}, {7, 1}}, 16, 1, 64, 16}),
+    attn_case_name);
 
 // ---- swiglu and add: fp32 math, fp16 output --------------------------------------------------
 TEST(EmuOps, SwigluAndAdd) {
@@ -376,22 +434,26 @@ TEST(EmuOps, SwigluAndAdd) {
   }
 }
 
-// ---- gather_last: exact; aliasing allowed ------------------------------------------------------
-TEST(EmuOps, GatherLast) {
-  const int64_t n_seq = 3, n_new = 5, dim = 4099;
-  std::vector<float> x = round_f16(random_vector(size_t(n_seq * n_new * dim), 15, -1, 1));
-  std::vector<float> ref(static_cast<size_t>(n_seq * dim));
-  for (int64_t s = 0; s < n_seq; ++s)
-    std::memcpy(ref.data() + s * dim, x.data() + ((s + 1) * n_new - 1) * dim, size_t(dim) * 4);
-  under_schedules(7, [&] {
+// ---- gather_rows: exact (a row copy), any rows in any order, repeats ---------------------------
+TEST(EmuOps, GatherRows) {
+  for (int64_t dim : {4099, 64}) {  // the element and the half2 kernel
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    const int64_t n_rows = 7;
+    const std::vector<int32_t> pick = {6, 0, 3, 3, 1};
+    const int64_t n = int64_t(pick.size());
+    std::vector<float> x = round_f16(random_vector(size_t(n_rows * dim), 15, -1, 1));
+    std::vector<float> ref(static_cast<size_t>(n * dim));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(ref.data() + i * dim, x.data() + pick[size_t(i)] * dim, size_t(dim) * 4);
     auto dx = upload_act(x);
-    DevBuf out(size_t(n_seq * dim) * 2);
-    poison(out);
-    cuda::gather_last(H(dx), n_seq, n_new, dim, H(out), nullptr);
-    EXPECT_TRUE(all_close(download_act(out, n_seq * dim), ref, 0, 0));
-    cuda::gather_last(H(dx), n_seq, n_new, dim, H(dx), nullptr);  // in place
-    EXPECT_TRUE(all_close(download_act(*dx, n_seq * dim), ref, 0, 0)) << "in place";
-  });
+    auto dr = upload(pick);
+    under_schedules(7, [&] {
+      DevBuf out(size_t(n * dim) * 2);
+      poison(out);
+      cuda::gather_rows(H(dx), dr->as<int32_t>(), n, dim, H(out), nullptr);
+      EXPECT_TRUE(all_close(download_act(out, n * dim), ref, 0, 0));
+    });
+  }
 }
 
 // ---- argmax: exact, first index on ties, over 1,024 threads ------------------------------------
@@ -426,7 +488,7 @@ TEST(EmuOps, EveryKernelOfKernelsCudaRuns) {
   auto sc = upload(std::vector<float>(64, 0.01f));
   auto g32 = upload(std::vector<float>(64, 1.f));
   auto tok = upload(std::vector<int32_t>{1, 2, 3});
-  auto pos = upload(std::vector<int32_t>{5});
+  auto pos = upload(std::vector<int32_t>{5, 6});
   DevBuf out(64 * 64 * 2), f32(64 * 4), i8(64 * 48), toks(12);
   cuda::fill_f16(H(out), 100, 1, 0.1f, nullptr);
   cuda::fill_i8(i8.as<int8_t>(), f32.as<float>(), 4, 12, 1, 0.1f, nullptr);
@@ -443,30 +505,40 @@ TEST(EmuOps, EveryKernelOfKernelsCudaRuns) {
   {
     std::vector<double> inv(32);
     for (int i = 0; i < 32; ++i) inv[size_t(i)] = std::pow(10000.0, -2.0 * i / 64);
-    cuda::rope(H(x16), H(y16), 2, 2, pos->as<int32_t>(), 2, 1, 64, inv.data(), nullptr);
+    cuda::rope(H(x16), H(y16), pos->as<int32_t>(), 2, 2, 1, 64, inv.data(), nullptr);
   }
-  DevBuf kc(16 * 64 * 2), vc(16 * 64 * 2), scratch(1 << 16);
-  cuda::kv_store(H(x16), H(y16), 1, 2, pos->as<int32_t>(), 16, 64, H(kc), H(vc), nullptr);
+  // Paged attention: one sequence of 2 rows at positions 5, 6 in blocks {1, 0} of 4 positions.
+  DevBuf kc(8 * 64 * 2), vc(8 * 64 * 2), scratch(1 << 16);
+  auto qs = upload(std::vector<int32_t>{0, 2});
+  auto slots = upload(std::vector<int32_t>{1, 2});
+  auto table = upload(std::vector<int32_t>{1, 0});
+  cuda::kv_store_paged(H(x16), H(y16), slots->as<int32_t>(), 2, 64, H(kc), H(vc), nullptr);
   cuda::AttnArgs a;
   a.q = H(x16);
   a.k_cache = H(kc);
   a.v_cache = H(vc);
   a.out = H(out);
-  a.pos = pos->as<int32_t>();
-  a.n_seq = 1;
-  a.n_new = 2;
-  a.ctx_cap = 16;
+  a.query_start = qs->as<int32_t>();
+  a.positions = pos->as<int32_t>();
+  a.block_tables = table->as<int32_t>();
+  a.n_tokens = 2;
+  a.n_seqs = 1;
+  a.max_blocks = 2;
+  a.block_size = 4;
   a.n_heads = 2;
   a.n_kv_heads = 1;
   a.hd = 64;
   cuda::attention_prefill(a, nullptr);
-  a.n_new = 1;
+  auto qs1 = upload(std::vector<int32_t>{0, 1});  // the decode kernel: one row
+  a.query_start = qs1->as<int32_t>();
+  a.n_tokens = 1;
   cuda::attention_decode(a, scratch.as<float>(), nullptr);
   for (int64_t n : {64, 63}) {
     cuda::swiglu(H(x16), H(y16), n, H(out), nullptr);
     cuda::add(H(out), H(y16), n, nullptr);
   }
-  cuda::gather_last(H(x16), 2, 2, 64, H(out), nullptr);
+  for (int64_t dim : {64, 63})
+    cuda::gather_rows(H(x16), tok->as<int32_t>(), 2, dim, H(out), nullptr);
   cuda::argmax(H(x16), 2, 64, toks.as<int32_t>(), nullptr);
   expect_no_faults();
 

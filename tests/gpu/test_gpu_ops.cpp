@@ -12,8 +12,10 @@
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "core/rng.hpp"
+#include "core/sampling.hpp"
 #include "gpu/gpu_support.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "support/paged_batch.hpp"
 
 namespace latprof::gputest {
 
@@ -29,6 +31,74 @@ double rms(const std::vector<float>& v) {
   double s = 0;
   for (float x : v) s += double(x) * double(x);
   return v.empty() ? 0 : std::sqrt(s / double(v.size()));
+}
+
+// An engine step's int32 arrays on the device at fixed addresses (as the runner's step buffer),
+// for up to cap_tokens rows and cap_seqs sequences of max_blocks blocks; set() writes a step
+// into them and returns its StepDesc.
+class DeviceStep {
+ public:
+  DeviceStep(Backend* b, int64_t cap_tokens, int64_t cap_seqs, int64_t max_blocks)
+      : b_(b),
+        cap_tokens_(cap_tokens),
+        cap_seqs_(cap_seqs),
+        max_blocks_(max_blocks),
+        positions_(b, size_t(cap_tokens) * 4),
+        slots_(b, size_t(cap_tokens) * 4),
+        seq_of_token_(b, size_t(cap_tokens) * 4),
+        query_start_(b, size_t(cap_seqs + 1) * 4),
+        context_lens_(b, size_t(cap_seqs) * 4),
+        tables_(b, size_t(cap_seqs * max_blocks) * 4) {}
+  // max_query_len / max_context_len: the hints; 0 takes the step's own.
+  StepDesc set(const test::PagedBatch& pb, int64_t max_query_len = 0, int64_t max_context_len = 0) {
+    EXPECT_LE(pb.n_tokens, cap_tokens_);
+    EXPECT_LE(pb.n_seqs, cap_seqs_);
+    EXPECT_EQ(pb.max_blocks, max_blocks_);
+    put(positions_, pb.positions);
+    put(slots_, pb.slots);
+    put(seq_of_token_, pb.seq_of_token);
+    put(query_start_, pb.query_start);
+    put(context_lens_, pb.context_lens);
+    put(tables_, pb.block_tables);
+    StepDesc st;
+    st.n_tokens = pb.n_tokens;
+    st.n_seqs = pb.n_seqs;
+    st.n_logits = 0;
+    st.max_query_len = max_query_len > 0 ? max_query_len : pb.max_query_len;
+    st.max_context_len = max_context_len > 0 ? max_context_len : pb.max_context_len;
+    st.block_size = pb.block_size;
+    st.max_blocks = pb.max_blocks;
+    st.positions = positions_.as<int32_t>();
+    st.slots = slots_.as<int32_t>();
+    st.seq_of_token = seq_of_token_.as<int32_t>();
+    st.query_start = query_start_.as<int32_t>();
+    st.context_lens = context_lens_.as<int32_t>();
+    st.block_tables = tables_.as<int32_t>();
+    return st;
+  }
+
+ private:
+  void put(DevBuf& d, const std::vector<int32_t>& v) {
+    if (!v.empty()) b_->copy_to_device(d.get(), v.data(), v.size() * 4);
+  }
+  Backend* b_;
+  int64_t cap_tokens_, cap_seqs_, max_blocks_;
+  DevBuf positions_, slots_, seq_of_token_, query_start_, context_lens_, tables_;
+};
+
+// The CPU reference of Backend::attention on host copies of the cache.
+void cpu_attention(const test::PagedBatch& pb, const std::vector<float>& q,
+                   const std::vector<float>& k, const std::vector<float>& v, int heads, int kvh,
+                   int hd, int64_t window, std::vector<uint16_t>& kch, std::vector<uint16_t>& vch,
+                   std::vector<float>& out) {
+  const int64_t kv_dim = int64_t(kvh) * hd;
+  cpu::kv_store_paged(k.data(), v.data(), pb.n_tokens, pb.slots.data(), kv_dim, kch.data(),
+                      vch.data());
+  const cpu::RaggedBatch rb{pb.n_seqs,           pb.query_start.data(),
+                            pb.positions.data(), pb.block_tables.data(),
+                            pb.max_blocks,       pb.block_size};
+  out.assign(size_t(pb.n_tokens * heads * hd), 0.f);
+  cpu::attention_paged(q.data(), kch.data(), vch.data(), rb, heads, kvh, hd, window, out.data());
 }
 
 }  // namespace
@@ -211,117 +281,149 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // ---- rope: angles in double on both sides; fp16 rounding of the output
-// -----------------------------
+// ----------------------------- Each row at its own position (st.positions): a chunk, a ragged
+// step with a decode row and chunks at nonzero starts, positions past 65535, a scaled table.
 TEST(GpuOps, Rope) {
   LATPROF_REQUIRE_GPU(b);
   struct C {
-    int64_t n_seq, n_new;
-    int32_t pos0;
+    std::vector<int32_t> pos;
     int heads, kv, hd;
     bool scaled = false;  // a frequency table with rope scaling applied
   };
-  for (C c : {C{1, 1, 0, 4, 2, 64}, C{2, 17, 5, 8, 2, 128}, C{1, 3, 70000, 4, 4, 96},
-              C{1, 3, 70000, 4, 4, 96, true}}) {
-    const int64_t rows = c.n_seq * c.n_new;
+  std::vector<int32_t> chunk(17), mixed = {40};
+  for (int i = 0; i < 17; ++i) chunk[size_t(i)] = 5 + i;
+  for (int i = 0; i < 9; ++i) mixed.push_back(i);
+  for (int i = 0; i < 3; ++i) mixed.push_back(70000 + i);
+  for (const C& c :
+       {C{{0}, 4, 2, 64}, C{chunk, 8, 2, 128}, C{mixed, 4, 4, 96}, C{mixed, 4, 4, 96, true}}) {
+    const int64_t rows = int64_t(c.pos.size());
     std::vector<float> q = round_f16(random_vector(size_t(rows * c.heads * c.hd), 6, -2, 2));
     std::vector<float> k = round_f16(random_vector(size_t(rows * c.kv * c.hd), 7, -2, 2));
     auto dq = upload_act(b, q);
     auto dk = upload_act(b, k);
-    DevBuf dp(b, 4);
-    b->copy_to_device(dp.get(), &c.pos0, 4);
+    DevBuf dp(b, c.pos.size() * 4);
+    b->copy_to_device(dp.get(), c.pos.data(), c.pos.size() * 4);
     AttentionShape s{c.heads, c.kv, c.hd, 10000.f, {}, 0};
     if (c.scaled) {  // as llama3 scaling: high frequencies kept, low ones divided
       s.rope_inv_freq = s.inv_freq();
       for (size_t i = 0; i < s.rope_inv_freq.size(); ++i)
         s.rope_inv_freq[i] /= i < 10 ? 1.0 : i < 20 ? 3.0 : 8.0;
     }
-    b->rope(dq->get(), dk->get(), c.n_seq, c.n_new, dp.as<int32_t>(), s);
-    std::vector<int32_t> pos(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = c.pos0 + int32_t(r % c.n_new);
+    StepDesc st;
+    st.n_tokens = rows;
+    st.positions = dp.as<int32_t>();
+    b->rope(dq->get(), dk->get(), st, s);
     const std::vector<double> inv_freq = s.inv_freq();
-    cpu::rope(q.data(), k.data(), pos.data(), rows, c.heads, c.kv, c.hd, inv_freq.data());
+    cpu::rope(q.data(), k.data(), c.pos.data(), rows, c.heads, c.kv, c.hd, inv_freq.data());
     EXPECT_TRUE(all_close(download_act(b, dq->get(), int64_t(q.size())), q, 4e-3, 2e-3));
     EXPECT_TRUE(all_close(download_act(b, dk->get(), int64_t(k.size())), k, 4e-3, 2e-3));
   }
 }
 
-// ---- attention: prefill tiles and split-context decode, GQA, long contexts
-// ------------------------- Outputs are convex combinations of V rows in [-1, 1]; fp32 softmax on
-// both sides; the GPU rounds the output to fp16 (4.9e-4 relative): atol 2e-3, rtol 4e-3.
+// ---- attention over the paged KV cache: prefill tiles and split-context decode, ragged steps
+// ------------------------- Steps from support/paged_batch.hpp: shuffled block ids, -1 past each
+// sequence's blocks, spare blocks poisoned with NaN (a read of a block the sequence does not own
+// fails), decode rows next to prefill chunks at nonzero starts, GQA, windows, long contexts.
+// Outputs are convex combinations of V rows in [-1, 1]; fp32 softmax on both sides; the GPU
+// rounds the output to fp16 (4.9e-4 relative): atol 2e-3, rtol 4e-3.
 struct AttnCase {
-  int64_t n_seq, n_new, pos0, ctx_cap;
+  std::vector<test::PagedSeq> seqs;
   int heads, kv, hd;
-  int64_t window = 0;  // sliding window; 0: none
+  int64_t block_size;
+  int64_t window = 0;       // sliding window; 0: none
+  int64_t max_context = 0;  // positions the tables address (the decode grid); 0: the longest
 };
 void PrintTo(const AttnCase& c, std::ostream* os) {
-  *os << "seq=" << c.n_seq << " new=" << c.n_new << " pos0=" << c.pos0 << " cap=" << c.ctx_cap
-      << " heads=" << c.heads << "/" << c.kv << " dim=" << c.hd;
+  *os << "seqs";
+  for (const auto& q : c.seqs) *os << " " << q.pos0 << "+" << q.n_new;
+  *os << " heads " << c.heads << "/" << c.kv << " hd " << c.hd << " block " << c.block_size
+      << " window " << c.window;
+}
+std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
+  const AttnCase& c = i.param;
+  int64_t rows = 0, maxq = 0;
+  for (const auto& q : c.seqs) {
+    rows += q.n_new;
+    maxq = std::max(maxq, q.n_new);
+  }
+  return std::string(maxq == 1 ? "decode" : "mixed") + "_seqs" + std::to_string(c.seqs.size()) +
+         "_rows" + std::to_string(rows) + "_pos" + std::to_string(c.seqs[0].pos0) + "_h" +
+         std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd) +
+         "_b" + std::to_string(c.block_size) +
+         (c.window > 0 ? "_w" + std::to_string(c.window) : "");
 }
 class GpuAttention : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(GpuAttention, MatchesCpu) {
   LATPROF_REQUIRE_GPU(b);
-  const AttnCase c = GetParam();
+  const AttnCase& c = GetParam();
+  const test::PagedBatch pb =
+      test::make_paged_batch(c.seqs, c.block_size, c.max_context, uint64_t(c.hd * 31 + c.heads));
   const int64_t q_dim = int64_t(c.heads) * c.hd, kv_dim = int64_t(c.kv) * c.hd;
-  const int64_t rows = c.n_seq * c.n_new;
-  // Cache holding positions [0, pos0) already, as fp16.
-  std::vector<float> kc = round_f16(random_vector(size_t(c.n_seq * c.ctx_cap * kv_dim), 8, -1, 1));
-  std::vector<float> vc = round_f16(random_vector(size_t(c.n_seq * c.ctx_cap * kv_dim), 9, -1, 1));
-  std::vector<uint16_t> kch = to_half(kc), vch = to_half(vc);
+  const int64_t rows = pb.n_tokens;
+  // Owned blocks hold random rows (the positions before each sequence's start), spare ones NaN.
+  std::vector<uint16_t> kch = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 8, -1, 1));
+  std::vector<uint16_t> vch = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 9, -1, 1));
+  for (int64_t blk = 0; blk < pb.num_blocks; ++blk)
+    if (!pb.owned[size_t(blk)]) {
+      const size_t r0 = size_t(blk * pb.block_size * kv_dim), n = size_t(pb.block_size * kv_dim);
+      std::fill_n(kch.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
+      std::fill_n(vch.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
+    }
   std::vector<float> q = round_f16(random_vector(size_t(rows * q_dim), 10, -2, 2));
   std::vector<float> k = round_f16(random_vector(size_t(rows * kv_dim), 11, -2, 2));
   std::vector<float> v = round_f16(random_vector(size_t(rows * kv_dim), 12, -1, 1));
 
-  DevBuf dkc(b, kch.size() * 2), dvc(b, vch.size() * 2), dp(b, 4),
-      dout(b, size_t(rows * q_dim) * 2);
+  DevBuf dkc(b, kch.size() * 2), dvc(b, vch.size() * 2), dout(b, size_t(rows * q_dim) * 2);
   b->copy_to_device(dkc.get(), kch.data(), kch.size() * 2);
   b->copy_to_device(dvc.get(), vch.data(), vch.size() * 2);
-  const int32_t pos0 = int32_t(c.pos0);
-  b->copy_to_device(dp.get(), &pos0, 4);
   auto dq = upload_act(b, q);
   auto dk = upload_act(b, k);
   auto dv = upload_act(b, v);
   poison(b, dout);
-  KvLayer kv{dkc.get(), dvc.get(), c.ctx_cap, kv_dim};
+  DeviceStep ds(b, rows, pb.n_seqs, pb.max_blocks);
+  const StepDesc st = ds.set(pb);
+  KvLayer kv{dkc.get(), dvc.get(), pb.num_blocks, pb.block_size, kv_dim};
   AttentionShape s{c.heads, c.kv, c.hd, 10000.f, {}, c.window};
-  b->attention(dq->get(), dk->get(), dv->get(), kv, c.n_seq, c.n_new, dp.as<int32_t>(), s,
-               dout.get());
+  b->attention(dq->get(), dk->get(), dv->get(), kv, st, s, dout.get());
 
-  cpu::kv_store(k.data(), v.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, kv_dim, kch.data(),
-                vch.data());
-  std::vector<float> ref(static_cast<size_t>(rows * q_dim));
-  cpu::attention(q.data(), kch.data(), vch.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.heads,
-                 c.kv, c.hd, ref.data(), c.window);
+  std::vector<float> ref;
+  cpu_attention(pb, q, k, v, c.heads, c.kv, c.hd, c.window, kch, vch, ref);
   EXPECT_TRUE(all_close(download_act(b, dout.get(), rows * q_dim), ref, 2e-3, 4e-3));
-  // The appended K rows landed in the cache.
-  std::vector<uint16_t> kgot(kch.size());
-  b->copy_to_host(kgot.data(), dkc.get(), kgot.size() * 2);
-  EXPECT_EQ(0, std::memcmp(kgot.data(), kch.data(), kgot.size() * 2));
+  // The new K and V rows landed in their slots, nothing else changed.
+  std::vector<uint16_t> got(kch.size());
+  b->copy_to_host(got.data(), dkc.get(), got.size() * 2);
+  EXPECT_EQ(0, std::memcmp(got.data(), kch.data(), got.size() * 2)) << "K cache";
+  b->copy_to_host(got.data(), dvc.get(), got.size() * 2);
+  EXPECT_EQ(0, std::memcmp(got.data(), vch.data(), got.size() * 2)) << "V cache";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GpuAttention,
     ::testing::Values(
-        // prefill (tiled kernel): odd lengths, GQA, several head sizes, a chunk after a prefix
-        AttnCase{2, 77, 0, 80, 4, 2, 64}, AttnCase{1, 300, 0, 310, 8, 8, 128},
-        AttnCase{1, 45, 20, 70, 6, 2, 96}, AttnCase{2, 33, 0, 33, 2, 1, 256},
-        AttnCase{1, 2, 1000, 1010, 8, 1, 128},
-        // decode (split-context kernel + reduction): short, exactly one split, long, GQA 8
-        AttnCase{1, 1, 0, 16, 4, 4, 128}, AttnCase{2, 1, 127, 128, 8, 2, 128},
-        AttnCase{1, 1, 3000, 4096, 32, 8, 128}, AttnCase{3, 1, 700, 701, 16, 2, 64},
-        AttnCase{1, 1, 200, 300, 6, 2, 80},
-        // sliding window (cpu::attention with a window): prefill tiles that start past the
-        // window, decode splits before the window skipped, window inside one split
-        AttnCase{1, 300, 0, 310, 8, 8, 128, 50}, AttnCase{1, 45, 20, 70, 6, 2, 96, 30},
-        AttnCase{1, 1, 3000, 4096, 32, 8, 128, 1000}, AttnCase{2, 1, 127, 128, 8, 2, 128, 64},
-        AttnCase{3, 1, 700, 701, 16, 2, 64, 129}, AttnCase{1, 4, 500, 510, 8, 2, 64, 3}),
-    [](const ::testing::TestParamInfo<AttnCase>& i) {
-      const AttnCase& c = i.param;
-      return std::string(c.n_new == 1 ? "decode" : "prefill") + "_seq" + std::to_string(c.n_seq) +
-             "_new" + std::to_string(c.n_new) + "_pos" + std::to_string(c.pos0) + "_h" +
-             std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd) +
-             (c.window > 0 ? "_w" + std::to_string(c.window) : "");
-    });
+        // mixed steps (tiled kernel): a decode row next to prefill chunks from 0 and from nonzero
+        // starts, odd lengths, GQA, several head and block sizes
+        AttnCase{{{37, 1}, {0, 45}, {20, 19}}, 4, 2, 64, 16},
+        AttnCase{{{0, 30}, {61, 1}, {9, 14}}, 6, 2, 96, 4},
+        AttnCase{{{0, 33}, {5, 20}}, 2, 1, 256, 16}, AttnCase{{{1000, 2}}, 8, 1, 128, 16},
+        // one long prefill (many tiles), and a chunk after a prefix
+        AttnCase{{{0, 300}}, 8, 8, 128, 16}, AttnCase{{{20, 45}}, 6, 2, 96, 16},
+        // decode steps (split-context kernel + reduction): short, exactly one split, long, GQA 8,
+        // a grid far past the contexts, block size 4
+        AttnCase{{{0, 1}, {127, 1}, {300, 1}}, 8, 1, 128, 16, 0, 512},
+        AttnCase{{{3000, 1}}, 32, 8, 128, 16, 0, 4096},
+        AttnCase{{{700, 1}, {130, 1}, {5, 1}}, 16, 2, 64, 16}, AttnCase{{{200, 1}}, 6, 2, 80, 4},
+        AttnCase{{{300, 1}}, 8, 1, 256, 16},
+        // GQA 16: decode rows on the tiled kernel (the backend's choice past a group of 8)
+        AttnCase{{{40, 1}, {7, 1}}, 16, 1, 64, 16},
+        // sliding window: prefill tiles that start past the window, decode splits before the
+        // window skipped, a window inside one split, a window of 3
+        AttnCase{{{0, 300}}, 8, 8, 128, 16, 50}, AttnCase{{{100, 1}, {50, 40}}, 8, 2, 128, 16, 30},
+        AttnCase{{{3000, 1}}, 32, 8, 128, 16, 1000, 4096},
+        AttnCase{{{200, 1}, {64, 1}}, 16, 2, 64, 4, 100},
+        AttnCase{{{700, 1}, {130, 1}, {5, 1}}, 16, 2, 64, 16, 129},
+        AttnCase{{{500, 4}, {3, 2}}, 8, 2, 64, 4, 3}),
+    attn_case_name);
 
 // ---- swiglu and add: fp32 math, fp16 output
 // ---------------------------------------------------------
@@ -348,22 +450,25 @@ TEST(GpuOps, SwigluAndAdd) {
   }
 }
 
-// ---- gather_last: exact; aliasing allowed
-// --------------------------------------------------------
-TEST(GpuOps, GatherLast) {
+// ---- gather_rows: exact (a row copy); any rows, in any order, repeated
+// -------------------------------
+TEST(GpuOps, GatherRows) {
   LATPROF_REQUIRE_GPU(b);
-  const int64_t n_seq = 3, n_new = 5, dim = 4099;
-  std::vector<float> x = round_f16(random_vector(size_t(n_seq * n_new * dim), 15, -1, 1));
-  std::vector<float> ref(static_cast<size_t>(n_seq * dim));
-  for (int64_t s = 0; s < n_seq; ++s)
-    std::memcpy(ref.data() + s * dim, x.data() + ((s + 1) * n_new - 1) * dim, size_t(dim) * 4);
-  auto dx = upload_act(b, x);
-  DevBuf out(b, size_t(n_seq * dim) * 2);
-  poison(b, out);
-  b->gather_last(dx->get(), n_seq, n_new, dim, out.get());
-  EXPECT_TRUE(all_close(download_act(b, out.get(), n_seq * dim), ref, 0, 0));
-  b->gather_last(dx->get(), n_seq, n_new, dim, dx->get());  // in place
-  EXPECT_TRUE(all_close(download_act(b, dx->get(), n_seq * dim), ref, 0, 0));
+  for (int64_t dim : {4099, 64}) {
+    const int64_t n_rows = 7;
+    const std::vector<int32_t> pick = {6, 0, 3, 3, 1};
+    const int64_t n = int64_t(pick.size());
+    std::vector<float> x = round_f16(random_vector(size_t(n_rows * dim), 15, -1, 1));
+    std::vector<float> ref(static_cast<size_t>(n * dim));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(ref.data() + i * dim, x.data() + pick[size_t(i)] * dim, size_t(dim) * 4);
+    auto dx = upload_act(b, x);
+    DevBuf dr(b, pick.size() * 4), out(b, size_t(n * dim) * 2);
+    b->copy_to_device(dr.get(), pick.data(), pick.size() * 4);
+    poison(b, out);
+    b->gather_rows(dx->get(), dr.as<int32_t>(), n, dim, out.get());
+    EXPECT_TRUE(all_close(download_act(b, out.get(), n * dim), ref, 0, 0)) << "dim " << dim;
+  }
 }
 
 // ---- sample: greedy is exact (first index on ties); stochastic is the CPU's algorithm
@@ -377,68 +482,106 @@ TEST(GpuOps, SampleArgmax) {
     for (float& x : l) x = std::round(x * 4) / 4;
     auto dl = upload_act(b, l);
     DevBuf dt(b, size_t(n_seq) * 4);
-    b->sample(dl->get(), n_seq, vocab, SamplingParams{}, 0, dt.as<int32_t>());
+    const std::vector<SampleKey> keys(static_cast<size_t>(n_seq));
+    b->sample(dl->get(), n_seq, vocab, SamplingParams{}, keys.data(), dt.as<int32_t>());
     std::vector<int32_t> got(static_cast<size_t>(n_seq));
     b->copy_to_host(got.data(), dt.get(), got.size() * 4);
     for (int64_t s = 0; s < n_seq; ++s)
       EXPECT_EQ(got[size_t(s)], cpu::argmax(l.data() + s * vocab, vocab))
           << "vocab " << vocab << " seq " << s;
   }
-  // Temperature / top-k copies the logits to the host; the token must be in the top k.
-  const int64_t vocab = 1000;
-  std::vector<float> l = round_f16(random_vector(size_t(vocab), 17, -4, 4));
+  // Temperature / top-k copies the logits to the host and runs the CPU backend's sampler: each
+  // row's token is in its top k and is the token the CPU picks for the same key (stream, index).
+  const int64_t vocab = 1000, n = 3;
+  std::vector<float> l = round_f16(random_vector(size_t(n * vocab), 17, -4, 4));
   auto dl = upload_act(b, l);
-  DevBuf dt(b, 4);
+  DevBuf dt(b, size_t(n) * 4);
   SamplingParams p;
   p.temperature = 0.8f;
   p.top_k = 5;
   p.seed = 3;
-  b->sample(dl->get(), 1, vocab, p, 4, dt.as<int32_t>());
-  int32_t tok = -1;
-  b->copy_to_host(&tok, dt.get(), 4);
-  ASSERT_GE(tok, 0);
-  int larger = 0;
-  for (float x : l) larger += x > l[size_t(tok)];
-  EXPECT_LT(larger, 5);
+  const std::vector<SampleKey> keys = {{0, 4}, {7, 0}, {2, 11}};
+  b->sample(dl->get(), n, vocab, p, keys.data(), dt.as<int32_t>());
+  std::vector<int32_t> got(static_cast<size_t>(n));
+  b->copy_to_host(got.data(), dt.get(), got.size() * 4);
+  std::vector<int32_t> want(static_cast<size_t>(n));  // what CpuBackend::sample picks
+  for (int64_t r = 0; r < n; ++r)
+    want[size_t(r)] = sample_top_k(l.data() + r * vocab, vocab, p.temperature, p.top_k, p.seed,
+                                   keys[size_t(r)].token_index, keys[size_t(r)].stream);
+  EXPECT_EQ(got, want) << "the CPU backend's sampler picks other tokens for the same keys";
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t tok = got[size_t(r)];
+    ASSERT_GE(tok, 0);
+    ASSERT_LT(tok, vocab);
+    int larger = 0;
+    for (int64_t i = 0; i < vocab; ++i)
+      larger += l[size_t(r * vocab + i)] > l[size_t(r * vocab + tok)];
+    EXPECT_LT(larger, 5) << "row " << r;
+  }
 }
 
-// ---- decode steps through run_step: eager, captured, replayed -- all equal the CPU
-// ---------------
-TEST(GpuOps, DecodeStepGraphReplayMatchesCpu) {
+// ---- steps through run_step: graph keys eager, captured, replayed; eager steps between --------
+// One cache and one set of step arrays at fixed addresses (as the runner's); every step writes
+// new contents into them: new positions, new shuffled block tables, new q/k/v. Keys 1 and 3
+// (all-decode steps of 1 and 3 sequences) interleave with an eager mixed step; the first step of
+// key 3 grows the attention scratch, which drops key 1's graph (captured again later). Every
+// step equals the CPU.
+TEST(GpuOps, StepGraphsReplayMatchCpu) {
   LATPROF_REQUIRE_GPU(b);
   b->set_graph_enabled(true);
   const int heads = 8, kvh = 2, hd = 128;
-  const int64_t ctx_cap = 600, kv_dim = int64_t(kvh) * hd, q_dim = int64_t(heads) * hd;
-  std::vector<float> kc = round_f16(random_vector(size_t(ctx_cap * kv_dim), 18, -1, 1));
-  std::vector<float> vc = round_f16(random_vector(size_t(ctx_cap * kv_dim), 19, -1, 1));
-  std::vector<uint16_t> kch = to_half(kc), vch = to_half(vc);
-  DevBuf dkc(b, kch.size() * 2), dvc(b, vch.size() * 2), dp(b, 4), dout(b, size_t(q_dim) * 2);
+  const int64_t bs = 16, max_context = 600, max_blocks = max_context / bs + 1, cap_seqs = 3,
+                cap_tokens = 8, num_blocks = cap_seqs * max_blocks + 2;
+  const int64_t kv_dim = int64_t(kvh) * hd, q_dim = int64_t(heads) * hd;
+  const int64_t cache_rows = num_blocks * bs;
+  std::vector<uint16_t> kch = to_half(random_vector(size_t(cache_rows * kv_dim), 18, -1, 1));
+  std::vector<uint16_t> vch = to_half(random_vector(size_t(cache_rows * kv_dim), 19, -1, 1));
+  DevBuf dkc(b, kch.size() * 2), dvc(b, vch.size() * 2);
   b->copy_to_device(dkc.get(), kch.data(), kch.size() * 2);
   b->copy_to_device(dvc.get(), vch.data(), vch.size() * 2);
-  std::vector<float> q = round_f16(random_vector(size_t(q_dim), 20, -2, 2));
-  std::vector<float> k = round_f16(random_vector(size_t(kv_dim), 21, -2, 2));
-  std::vector<float> v = round_f16(random_vector(size_t(kv_dim), 22, -1, 1));
-  auto dq = upload_act(b, q);
-  auto dk = upload_act(b, k);
-  auto dv = upload_act(b, v);
-  KvLayer kv{dkc.get(), dvc.get(), ctx_cap, kv_dim};
+  DevBuf dq(b, size_t(cap_tokens * q_dim) * 2), dk(b, size_t(cap_tokens * kv_dim) * 2),
+      dv(b, size_t(cap_tokens * kv_dim) * 2), dout(b, size_t(cap_tokens * q_dim) * 2);
+  DeviceStep ds(b, cap_tokens, cap_seqs, max_blocks);
+  KvLayer kv{dkc.get(), dvc.get(), num_blocks, bs, kv_dim};
   AttentionShape s{heads, kvh, hd, 10000.f, {}, 0};
-  for (int32_t pos : {100, 229, 230, 599}) {  // eager, captured, replayed, replayed
-    b->copy_to_device(dp.get(), &pos, 4);
+  // (graph key, positions of the sequences' new tokens; -1: the eager mixed step)
+  const std::vector<int64_t> keys = {1, 1, 1, 1, -1, 3, 3, 3, 3, 1, 1, 1};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int64_t key = keys[i];
+    const int64_t p = 100 + 37 * int64_t(i);
+    std::vector<test::PagedSeq> seqs;
+    if (key < 0)
+      seqs = {{p, 5}, {p + 1, 1}};  // a prefill chunk next to a decode row
+    else
+      for (int64_t q = 0; q < key; ++q) seqs.push_back({p + 50 * q, 1});
+    const test::PagedBatch pb =
+        test::make_paged_batch(seqs, bs, max_context, 1000 + i, 0, num_blocks);
+    ASSERT_EQ(pb.num_blocks, num_blocks);
+    // A captured step passes the hints of its key: one query per sequence, the whole table.
+    const StepDesc st = key >= 0 ? ds.set(pb, 1, max_blocks * bs) : ds.set(pb);
+    const int64_t rows = pb.n_tokens;
+    std::vector<float> q = round_f16(random_vector(size_t(rows * q_dim), 20 + i, -2, 2));
+    std::vector<float> k = round_f16(random_vector(size_t(rows * kv_dim), 40 + i, -2, 2));
+    std::vector<float> v = round_f16(random_vector(size_t(rows * kv_dim), 60 + i, -1, 1));
+    const std::vector<uint16_t> qh = to_half(q), kh = to_half(k), vh = to_half(v);
+    b->copy_to_device(dq.get(), qh.data(), qh.size() * 2);
+    b->copy_to_device(dk.get(), kh.data(), kh.size() * 2);
+    b->copy_to_device(dv.get(), vh.data(), vh.size() * 2);
+    poison(b, dout);
     const int e0 = b->record_event();
-    b->run_step([&] {
-      b->attention(dq->get(), dk->get(), dv->get(), kv, 1, 1, dp.as<int32_t>(), s, dout.get());
-    });
+    b->run_step(key, [&] { b->attention(dq.get(), dk.get(), dv.get(), kv, st, s, dout.get()); });
     const int e1 = b->record_event();
     b->synchronize();
     EXPECT_GE(b->elapsed_ms(e0, e1), 0.0);
-    cpu::kv_store(k.data(), v.data(), 1, 1, pos, ctx_cap, kv_dim, kch.data(), vch.data());
-    std::vector<float> ref(static_cast<size_t>(q_dim));
-    cpu::attention(q.data(), kch.data(), vch.data(), 1, 1, pos, ctx_cap, heads, kvh, hd,
-                   ref.data());
-    EXPECT_TRUE(all_close(download_act(b, dout.get(), q_dim), ref, 2e-3, 4e-3)) << "pos " << pos;
+    std::vector<float> ref;
+    cpu_attention(pb, q, k, v, heads, kvh, hd, 0, kch, vch, ref);
+    EXPECT_TRUE(all_close(download_act(b, dout.get(), rows * q_dim), ref, 2e-3, 4e-3))
+        << "step " << i << " key " << key;
   }
-  EXPECT_TRUE(b->graph_enabled()) << "the step fell back to eager launches";
+  std::vector<uint16_t> got(kch.size());
+  b->copy_to_host(got.data(), dkc.get(), got.size() * 2);
+  EXPECT_EQ(0, std::memcmp(got.data(), kch.data(), got.size() * 2)) << "K cache";
+  EXPECT_TRUE(b->graph_enabled()) << "the steps fell back to eager launches";
   b->reset_events();
 }
 

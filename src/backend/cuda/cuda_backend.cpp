@@ -11,11 +11,16 @@
 // no mixed int8-weight x fp16-activation GEMM (A and B types must match). The cost is an extra
 // read of the int8 weight and a write + read of its fp16 copy per prefill matmul.
 //
-// Decode steps: run_step() runs the first step eagerly (lazy module loading, scratch buffers,
-// cuBLASLt plans), captures the second into a CUDA graph and replays it from then on. The
-// position is a device scalar, so one graph serves every step. An op that cannot be captured
-// (a host copy, a stochastic sampler, an allocation) aborts the capture: graphs are then turned
-// off with a note and the step runs eagerly. release() drops the graph (its pointers may die).
+// Engine steps: attention over the paged KV cache picks the split-context decode kernel when every
+// sequence of the step has one query row (StepDesc::max_query_len == 1) and the tiled kernel
+// otherwise. run_step(key >= 0) keeps one CUDA graph per key (the runner's key: the batch size of
+// an all-decode step): the first step of a key runs eagerly (lazy module loading, scratch
+// buffers, cuBLASLt plans), the second is captured and every later one replays it. The step's
+// arrays (positions, slots, block tables, ...) live at fixed device addresses, so one graph
+// serves every step of its key. An op that cannot be captured (a host copy, a stochastic sampler,
+// an allocation) aborts the capture: graphs are then turned off with a note and the step runs
+// eagerly. Growing a scratch buffer, release() and set_graph_enabled() drop every graph (their
+// pointers may die); each key is then warmed up and captured again.
 #include "backend/cuda/cuda_backend.hpp"
 
 #include <nvtx3/nvToolsExt.h>
@@ -24,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -114,7 +120,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     counters_.disable();
     if (tracing_) ActivityTrace::instance().disable();
-    drop_graph();
+    drop_graphs();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     gemm_.reset();
     if (decode_scratch_) cudaFree(decode_scratch_);
@@ -168,7 +174,7 @@ class CudaBackend final : public Backend {
   void release(void* p) override {
     if (!p) return;
     not_capturing("release");
-    drop_graph();  // the graph may point into p
+    drop_graphs();  // a graph may point into p
     LP_CHECK(cudaStreamSynchronize(stream_));
     LP_CHECK(cudaFree(p));
   }
@@ -239,34 +245,37 @@ class CudaBackend final : public Backend {
     if (!gemm_->gemm_f16(wh, xh, rows, w.n_out, w.n_in, yh, stream_))
       gemm_fallback(wh, nullptr, false, xh, rows, w.n_out, w.n_in, yh, stream_);
   }
-  void rope(void* q, void* k, int64_t n_seq, int64_t n_new, const int32_t* pos,
-            const AttentionShape& s) override {
+  void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) override {
     const std::vector<double> inv_freq = s.inv_freq();
-    cuda::rope(static_cast<__half*>(q), static_cast<__half*>(k), n_seq * n_new, n_new, pos,
+    cuda::rope(static_cast<__half*>(q), static_cast<__half*>(k), st.positions, st.n_tokens,
                s.n_heads, s.n_kv_heads, s.head_dim, inv_freq.data(), stream_);
   }
-  void attention(const void* q, const void* k, const void* v, KvLayer& kv, int64_t n_seq,
-                 int64_t n_new, const int32_t* pos, const AttentionShape& s, void* out) override {
-    kv_store(static_cast<const __half*>(k), static_cast<const __half*>(v), n_seq, n_new, pos,
-             kv.ctx_cap, kv.kv_dim, static_cast<__half*>(kv.k), static_cast<__half*>(kv.v),
-             stream_);
+  void attention(const void* q, const void* k, const void* v, KvLayer& kv, const StepDesc& st,
+                 const AttentionShape& s, void* out) override {
+    LATPROF_ASSERT(kv.block_size == st.block_size, "the step's block size is not the cache's");
+    kv_store_paged(static_cast<const __half*>(k), static_cast<const __half*>(v), st.slots,
+                   st.n_tokens, kv.kv_dim, static_cast<__half*>(kv.k), static_cast<__half*>(kv.v),
+                   stream_);
     AttnArgs a;
     a.q = static_cast<const __half*>(q);
     a.k_cache = static_cast<const __half*>(kv.k);
     a.v_cache = static_cast<const __half*>(kv.v);
     a.out = static_cast<__half*>(out);
-    a.pos = pos;
-    a.n_seq = n_seq;
-    a.n_new = n_new;
-    a.ctx_cap = kv.ctx_cap;
+    a.query_start = st.query_start;
+    a.positions = st.positions;
+    a.block_tables = st.block_tables;
+    a.n_tokens = st.n_tokens;
+    a.n_seqs = st.n_seqs;
+    a.max_blocks = st.max_blocks;
+    a.block_size = st.block_size;
     a.n_heads = s.n_heads;
     a.n_kv_heads = s.n_kv_heads;
     a.hd = s.head_dim;
     a.window = s.sliding_window;
     const int group = s.n_kv_heads > 0 ? s.n_heads / s.n_kv_heads : 0;
-    if (n_new == 1 && group <= 8) {
-      float* scratch = decode_scratch(
-          size_t(attention_decode_scratch_floats(n_seq, s.n_heads, s.head_dim, kv.ctx_cap)));
+    if (st.max_query_len == 1 && group <= kDecodeMaxGroup) {
+      float* scratch = decode_scratch(size_t(
+          attention_decode_scratch_floats(st.n_seqs, s.n_heads, s.head_dim, a.max_context())));
       attention_decode(a, scratch, stream_);
     } else {
       attention_prefill(a, stream_);
@@ -279,24 +288,26 @@ class CudaBackend final : public Backend {
   void add(void* x, const void* y, int64_t n) override {
     cuda::add(static_cast<__half*>(x), static_cast<const __half*>(y), n, stream_);
   }
-  void sample(const void* logits, int64_t n_seq, int64_t vocab, const SamplingParams& p,
-              int64_t step, int32_t* tokens_out) override {
+  void sample(const void* logits, int64_t n, int64_t vocab, const SamplingParams& p,
+              const SampleKey* keys, int32_t* tokens_out) override {
+    if (n <= 0) return;
     if (p.temperature <= 0.f) {
-      argmax(static_cast<const __half*>(logits), n_seq, vocab, tokens_out, stream_);
+      argmax(static_cast<const __half*>(logits), n, vocab, tokens_out, stream_);
       return;
     }
-    // Temperature / top-k: on the host, the CPU backend's algorithm (reproducible by seed).
+    // Temperature / top-k: on the host, the CPU backend's algorithm (reproducible by seed, and
+    // per row by its key: the request's stream and the index of the token in it).
     not_capturing("stochastic sampling");
-    std::vector<float> row(static_cast<size_t>(n_seq * vocab));
-    activations_to_host(row.data(), logits, n_seq * vocab);
-    std::vector<int32_t> toks(static_cast<size_t>(n_seq));
-    for (int64_t s = 0; s < n_seq; ++s)
-      toks[size_t(s)] =
-          sample_top_k(row.data() + s * vocab, vocab, p.temperature, p.top_k, p.seed, step, s);
+    std::vector<float> row(static_cast<size_t>(n * vocab));
+    activations_to_host(row.data(), logits, n * vocab);
+    std::vector<int32_t> toks(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      toks[size_t(i)] = sample_top_k(row.data() + i * vocab, vocab, p.temperature, p.top_k, p.seed,
+                                     keys[i].token_index, keys[i].stream);
     copy_to_device(tokens_out, toks.data(), toks.size() * sizeof(int32_t));
   }
-  void gather_last(const void* x, int64_t n_seq, int64_t n_new, int64_t dim, void* out) override {
-    cuda::gather_last(static_cast<const __half*>(x), n_seq, n_new, dim, static_cast<__half*>(out),
+  void gather_rows(const void* x, const int32_t* rows, int64_t n, int64_t dim, void* out) override {
+    cuda::gather_rows(static_cast<const __half*>(x), rows, n, dim, static_cast<__half*>(out),
                       stream_);
   }
 
@@ -333,16 +344,21 @@ class CudaBackend final : public Backend {
 
   // ---- graphs
   // ------------------------------------------------------------------------------------
-  void run_step(const std::function<void()>& enqueue) override {
+  void run_step(int64_t graph_key, const std::function<void()>& enqueue) override {
     if (counters_.enabled()) {
-      // Counter pass: one counter range per decode step, launched eagerly (its times are never
-      // used, and the range must see the kernels).
+      // Counter pass: one counter range per step, launched eagerly (its times are never used,
+      // and the range must see the kernels).
       counters_.pop();
-      counters_.push(std::to_string(counter_ranges_++) + ":decode_step");
+      counters_.push(std::to_string(counter_ranges_++) +
+                     (graph_key >= 0 ? ":decode_step" : ":step"));
       in_step_ = true;
       enqueue();
       in_step_ = false;
       counters_.pop();
+      return;
+    }
+    if (graph_key < 0) {  // eager: the runner's op ranges attribute its kernels
+      enqueue();
       return;
     }
     // Kernels of a replayed graph are attributed to this id in the activity trace.
@@ -351,13 +367,16 @@ class CudaBackend final : public Backend {
       enqueue();
       return;
     }
-    if (exec_) {
-      LP_CHECK(cudaGraphLaunch(exec_, stream_));
+    StepGraph& g = graphs_by_key_[graph_key];
+    if (g.exec) {
+      LP_CHECK(cudaGraphLaunch(g.exec, stream_));
       return;
     }
-    if (!step_warmed_) {
+    if (!g.warmed) {
       enqueue();
-      step_warmed_ = true;
+      // By name again: a scratch buffer that grew during this step dropped every graph (and
+      // this entry); the buffers now fit this key, so its next step is captured.
+      graphs_by_key_[graph_key].warmed = true;
       return;
     }
     NvtxRange r("latprof.graph_capture");
@@ -375,27 +394,28 @@ class CudaBackend final : public Backend {
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
     if (failure.empty() && end != cudaSuccess) failure = "cudaStreamEndCapture: " + error_text(end);
-    cudaError_t inst = cudaSuccess;
+    cudaGraphExec_t exec = nullptr;
     if (failure.empty()) {
-      inst = cudaGraphInstantiate(&exec_, graph, 0);
+      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
       if (inst != cudaSuccess) failure = "cudaGraphInstantiate: " + error_text(inst);
     }
     if (graph) cudaGraphDestroy(graph);
     if (!failure.empty()) {
       cudaGetLastError();  // clear the sticky-free capture error
-      exec_ = nullptr;
+      if (exec) cudaGraphExecDestroy(exec);
+      drop_graphs();
       graphs_ = false;
       graph_note_ = "CUDA graphs turned off, decode steps launched kernel by kernel: " + failure;
       enqueue();  // the captured work never ran: run the step now
       return;
     }
-    LP_CHECK(cudaGraphLaunch(exec_, stream_));
+    graphs_by_key_[graph_key].exec = exec;
+    LP_CHECK(cudaGraphLaunch(exec, stream_));
   }
   bool graph_enabled() const override { return graphs_; }
   void set_graph_enabled(bool on) override {
-    drop_graph();
+    drop_graphs();
     graphs_ = on;
-    step_warmed_ = false;
   }
 
   // ---- profiling
@@ -467,7 +487,9 @@ class CudaBackend final : public Backend {
     std::vector<std::string> n;
     n.push_back("activations fp16 with fp32 accumulation; KV cache fp16; norm weights fp32");
     if (graphs_)
-      n.push_back("decode timed as CUDA graph replays (one graph per decode step, captured once)");
+      n.push_back(
+          "decode steps timed as CUDA graph replays (one graph per batch size, captured on its "
+          "second step)");
     else if (!graph_note_.empty())
       n.push_back(graph_note_);
     else
@@ -486,14 +508,21 @@ class CudaBackend final : public Backend {
   void not_capturing(const char* what) {
     if (capturing_) throw CaptureUnsafe(std::string(what) + " cannot be recorded in a CUDA graph");
   }
-  void drop_graph() {
-    if (exec_) cudaGraphExecDestroy(exec_);
-    exec_ = nullptr;
-    step_warmed_ = false;
+  // Destroys every captured step graph; each key warms up and is captured again.
+  void drop_graphs() {
+    for (auto& [key, g] : graphs_by_key_)
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+    graphs_by_key_.clear();
   }
+  // The split-context attention scratch grows (to at least twice its size, so that a batch
+  // growing one sequence at a time reallocates rarely); the graphs captured with the old buffer
+  // are dropped.
   float* decode_scratch(size_t floats) {
     if (floats > decode_scratch_floats_) {
       not_capturing("growing the attention scratch");
+      floats = std::max(floats, 2 * decode_scratch_floats_);
+      LP_CHECK(cudaStreamSynchronize(stream_));
+      drop_graphs();
       if (decode_scratch_) LP_CHECK(cudaFree(decode_scratch_));
       decode_scratch_ = nullptr;
       LP_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_scratch_), floats * sizeof(float)));
@@ -505,6 +534,7 @@ class CudaBackend final : public Backend {
     if (elems > dequant_scratch_elems_) {
       not_capturing("growing the dequantisation scratch");
       LP_CHECK(cudaStreamSynchronize(stream_));
+      drop_graphs();
       if (dequant_scratch_) LP_CHECK(cudaFree(dequant_scratch_));
       dequant_scratch_ = nullptr;
       LP_CHECK(cudaMalloc(reinterpret_cast<void**>(&dequant_scratch_), elems * sizeof(__half)));
@@ -520,9 +550,13 @@ class CudaBackend final : public Backend {
   std::vector<char> event_valid_;
   size_t next_event_ = 0;
   bool graphs_ = true;
-  bool step_warmed_ = false;
   bool capturing_ = false;
-  cudaGraphExec_t exec_ = nullptr;
+  // One graph per run_step key; a key seen once is warmed (its next step is captured).
+  struct StepGraph {
+    bool warmed = false;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<int64_t, StepGraph> graphs_by_key_;
   std::string graph_note_;
   bool tracing_ = false;
   RangeCounters counters_;
