@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -229,13 +230,23 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& origin) 
     m.name = utf8_sanitize(j.value("name", std::filesystem::path(origin).stem().string()));
     m.description = j.value("description", "");
     m.source = utf8_sanitize(j.value("source", origin));
-    m.dim = need("dim").get<int64_t>();
-    m.n_layers = need("n_layers").get<int64_t>();
-    m.n_heads = need("n_heads").get<int64_t>();
-    m.n_kv_heads = j.value("n_kv_heads", m.n_heads);
-    m.ffn_dim = need("ffn_dim").get<int64_t>();
-    m.vocab_size = need("vocab_size").get<int64_t>();
-    m.max_seq_len = need("max_seq_len").get<int64_t>();
+    // Integer fields: a whole number in int64's range, never a float cut to one (a float past
+    // int64's range would be undefined behaviour to convert).
+    auto integer = [&](const char* key) -> int64_t {
+      const auto& v = need(key);
+      if (!v.is_number_integer() ||
+          (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+        usage_error(origin + ": field '" + key + "' is " + v.dump() +
+                    "; it must be a whole number");
+      return v.get<int64_t>();
+    };
+    m.dim = integer("dim");
+    m.n_layers = integer("n_layers");
+    m.n_heads = integer("n_heads");
+    m.n_kv_heads = j.contains("n_kv_heads") ? integer("n_kv_heads") : m.n_heads;
+    m.ffn_dim = integer("ffn_dim");
+    m.vocab_size = integer("vocab_size");
+    m.max_seq_len = integer("max_seq_len");
     if (j.contains("architecture") && j["architecture"] != "llama")
       usage_error(origin + ": field 'architecture' is " + j["architecture"].dump() +
                   "; supported: llama");
@@ -243,7 +254,7 @@ ModelConfig model_from_json(const nlohmann::json& j, const std::string& origin) 
     if (j.contains("rope_scaling"))
       m.rope_scaling = rope_scaling_from_json(j["rope_scaling"], origin);
     if (j.contains("sliding_window") && !j["sliding_window"].is_null())
-      m.sliding_window = j["sliding_window"].get<int64_t>();
+      m.sliding_window = integer("sliding_window");
     m.norm_eps = j.value("norm_eps", 1e-5);
     m.tie_embeddings = j.value("tie_embeddings", false);
   } catch (const nlohmann::json::exception& e) {

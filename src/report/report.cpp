@@ -234,12 +234,13 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
     usage_error(origin + ": report schema version " + ver +
                 " is not supported (this latprof reads " + std::to_string(kSchemaMajor) +
                 ".x); re-run it with this latprof");
-  check_report_values(j, origin);  // types and ranges (report_values.cpp)
-  // The roofs must be usable (positive bandwidth and peak): the roofline's own checks.
-  if (j.contains("ceilings")) (void)ceilings_from_json(j["ceilings"], origin);
+  // Types first, as the field table reads them; then ranges (report_values.cpp), and roofs
+  // that the roofline can use (positive bandwidth and peak).
   RunReport r;
   Reader rd{j, "", origin};
   describe(rd, r);
+  check_report_values(j, origin);
+  if (j.contains("ceilings")) (void)ceilings_from_json(j["ceilings"], origin);
   return r;
 }
 

@@ -132,7 +132,9 @@ void check_report_values(const json& j, const std::string& origin) {
     c.integer(r, "repeat", "run.", 0, 1 << 30);
     c.integer(r, "warmup", "run.", 0, 1 << 30);
     c.integer(r, "top_k", "run.", 0, std::numeric_limits<int32_t>::max());
-    if (r.contains("seed") && !r["seed"].is_null() && !r["seed"].is_number_unsigned())
+    if (r.contains("seed") && !r["seed"].is_null() &&
+        !(r["seed"].is_number_unsigned() ||
+          (r["seed"].is_number_integer() && r["seed"].get<int64_t>() >= 0)))
       c.bad("run.seed", r["seed"], "an integer >= 0");
     c.number(r, "temperature", "run.");
     if (r.contains("graphs") && !r["graphs"].is_null() && !r["graphs"].is_boolean())

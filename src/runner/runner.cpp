@@ -515,7 +515,9 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
                   std::to_string(per_request) + "; give it more memory");
   }
   // What the scheduler would refuse (longer than --max-model-len, more blocks than the pool):
-  // refused now, before anything is allocated.
+  // refused now, before anything is allocated. A pool past int32 positions is left to the
+  // memory check, which refuses it first (it never fits) with the bytes it needs.
+  if (e.kv_blocks > std::numeric_limits<int32_t>::max() / e.block_size) return e;
   engine::BlockPool pool(e.kv_blocks, e.block_size);
   engine::Scheduler probe({budget, seqs, e.max_model_len}, pool);
   probe.check_admissible(n_in, o.output);

@@ -142,7 +142,7 @@ TEST(ReportFields, ReadmeListsTheCsvAndJsonLinesFields) {
   const json rec = jsonl_record(report_test::make_report());
   std::vector<std::string> keys;
   for (const auto& [k, v] : rec.items()) keys.push_back(k);
-  std::vector<std::string> listed = readme_names("each run appends one flat JSON object: ", "\n\n");
+  std::vector<std::string> listed = readme_names("Each line is one flat JSON object: ", "\n\n");
   std::sort(listed.begin(), listed.end());
   EXPECT_EQ(listed, keys);
 }
