@@ -37,14 +37,15 @@ sources_for() {
     gguf) echo "$s/model/gguf.cpp $s/model/mmap_file.cpp $s/model/tokenizer_common.cpp" \
                "$s/model/tokenizer_spm.cpp $s/model/tokenizer_bpe.cpp $s/model/tokenizer_load.cpp" ;;
     safetensors) echo "$s/model/safetensors.cpp $s/model/mmap_file.cpp" ;;
-    config) echo "$s/model/config.cpp $s/model/cost_model.cpp $root/tests/fuzz/fuzz_stubs.cpp" ;;
+    config) echo "$s/model/config.cpp $s/model/cost_model.cpp $s/core/utf8.cpp" \
+                 "$root/tests/fuzz/fuzz_stubs.cpp" ;;
     hardware) echo "$s/roofline/hardware.cpp $s/roofline/ceilings.cpp $s/model/cost_model.cpp" \
                    "$s/model/config.cpp $s/core/input_file.cpp $s/core/path_checks.cpp" \
-                   "$root/tests/fuzz/fuzz_stubs.cpp" ;;
+                   "$s/core/utf8.cpp $root/tests/fuzz/fuzz_stubs.cpp" ;;
     report) echo "$s/report/report.cpp $s/report/report_values.cpp $s/roofline/plot.cpp" \
                  "$s/roofline/ceilings.cpp $s/model/cost_model.cpp $s/core/format.cpp" \
                  "$s/core/input_file.cpp $s/core/path_checks.cpp $s/model/config.cpp" \
-                 "$root/tests/fuzz/fuzz_stubs.cpp" ;;
+                 "$s/core/utf8.cpp $root/tests/fuzz/fuzz_stubs.cpp" ;;
     *) echo "fuzz.sh: unknown target $1" >&2; exit 2 ;;
   esac
 }
