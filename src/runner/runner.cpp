@@ -386,6 +386,11 @@ void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r
   r.ceilings = h.ceilings;
   r.ceilings_info = h.info;
   r.ceilings_info["triad_bytes_per_s"] = h.triad_bytes_per_s;
+  if (h.info.value("measured_busy", false))
+    r.checks.push_back({"warning", "ceilings",
+                        "the ceilings were measured while the machine was busy, so they are likely "
+                        "low (and MBU/MFU high); they are measured again by the first run on a "
+                        "quiet machine, or now with --reprobe"});
 }
 
 // Fills the derived columns of a row from its time, cost and the ceilings.
