@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "backend/cpu/cpu_backend.hpp"
 #include "core/atomic_file.hpp"
 #include "core/checked.hpp"
+#include "core/host.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace latprof {

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "backend/backend.hpp"
-#include "backend/cpu/cpu_backend.hpp"
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "core/host.hpp"
 #include "core/progress.hpp"
 #include "engine/engine.hpp"
 #include "latprof/build_info.hpp"
