@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "backend/backend.hpp"
@@ -51,8 +52,7 @@ const CudaModule& cuda_module() {
       m.error = std::string("cannot load the CUDA backend: ") + dlerror();
       return m;
     }
-    auto abi =
-        reinterpret_cast<latprof_cuda_abi_version_fn>(dlsym(m.handle, "latprof_cuda_abi_version"));
+    auto abi = reinterpret_cast<latprof_cuda_abi_id_fn>(dlsym(m.handle, "latprof_cuda_abi_id"));
     m.device_count = reinterpret_cast<latprof_cuda_device_count_fn>(
         dlsym(m.handle, "latprof_cuda_device_count"));
     m.create = reinterpret_cast<latprof_cuda_create_fn>(dlsym(m.handle, "latprof_cuda_create"));
@@ -60,8 +60,10 @@ const CudaModule& cuda_module() {
       m.error = "the CUDA backend module " + path + " lacks the latprof entry points";
       m.device_count = nullptr;
       m.create = nullptr;
-    } else if (abi() != LATPROF_CUDA_ABI_VERSION) {
-      m.error = "the CUDA backend module " + path + " was built for another latprof version";
+    } else if (std::strcmp(abi(), LATPROF_BACKEND_ABI) != 0) {
+      m.error = "the CUDA backend module " + path +
+                " was built from another backend interface (ABI " + abi() + ", this latprof " +
+                LATPROF_BACKEND_ABI + "); rebuild both from one tree";
       m.device_count = nullptr;
       m.create = nullptr;
     }

@@ -23,12 +23,12 @@ const Module& module() {
       r.error = std::string("cannot load ") + path + ": " + dlerror();
       return r;
     }
-    r.abi_version = reinterpret_cast<int (*)()>(dlsym(r.handle, "latprof_cuda_abi_version"));
+    r.abi_id = reinterpret_cast<const char* (*)()>(dlsym(r.handle, "latprof_cuda_abi_id"));
     r.device_count =
         reinterpret_cast<int (*)(char*, int)>(dlsym(r.handle, "latprof_cuda_device_count"));
     r.create = reinterpret_cast<Backend* (*)(const BackendOptions*, char*, int)>(
         dlsym(r.handle, "latprof_cuda_create"));
-    if (!r.abi_version || !r.device_count || !r.create) r.error = path + " lacks the entry points";
+    if (!r.abi_id || !r.device_count || !r.create) r.error = path + " lacks the entry points";
     return r;
   }();
   return m;

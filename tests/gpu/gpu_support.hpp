@@ -17,7 +17,7 @@ namespace latprof::gputest {
 // The module's entry points; nullptr members when it cannot be loaded (error says why).
 struct Module {
   void* handle = nullptr;
-  int (*abi_version)() = nullptr;
+  const char* (*abi_id)() = nullptr;
   int (*device_count)(char*, int) = nullptr;
   Backend* (*create)(const BackendOptions*, char*, int) = nullptr;
   std::string error;

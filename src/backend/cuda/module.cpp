@@ -18,8 +18,8 @@ void write_reason(char* why, int why_len, const char* text) {
 
 }  // namespace
 
-LATPROF_EXPORT int latprof_cuda_abi_version() {
-  return LATPROF_CUDA_ABI_VERSION;
+LATPROF_EXPORT const char* latprof_cuda_abi_id() {
+  return LATPROF_BACKEND_ABI;
 }
 
 LATPROF_EXPORT int latprof_cuda_device_count(char* why, int why_len) {
