@@ -12,7 +12,7 @@
 #include "core/input_file.hpp"
 #include "report/report.hpp"
 #include "roofline/hardware.hpp"
-#include "roofline/plot.hpp"
+#include "report/plot.hpp"
 
 namespace latprof::cli {
 

@@ -13,7 +13,7 @@
 #include "report/report.hpp"
 #include "roofline/fit.hpp"
 #include "roofline/flags.hpp"
-#include "roofline/plot.hpp"
+#include "report/plot.hpp"
 
 namespace latprof::cli {
 

@@ -8,6 +8,8 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "latprof/build_info.hpp"
+#include "roofline/hardware.hpp"
+#include "runner/host_ceilings.hpp"
 
 namespace {
 
@@ -26,6 +28,8 @@ int main(int argc, char** argv) {
   using namespace latprof;
   // A FIFO or pipe whose reader went away: write() fails with EPIPE and the writer reports it.
   std::signal(SIGPIPE, SIG_IGN);
+  // "cpu-local" in the hardware database is this machine, measured by the host probe.
+  set_local_ceilings_source([] { return host_ceilings(0, false, true).ceilings; });
   CLI::App app{"latprof: where each millisecond of an LLM request goes, and why"};
   app.set_version_flag("--version", std::string("latprof ") + build::kVersion + " (" +
                                         build::kGitCommit + (build::kGitDirty ? "-dirty" : "") +

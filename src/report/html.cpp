@@ -7,7 +7,7 @@
 #include "core/format.hpp"
 #include "core/xml.hpp"
 #include "report/report_fields.hpp"
-#include "roofline/plot.hpp"
+#include "report/plot.hpp"
 
 namespace latprof {
 

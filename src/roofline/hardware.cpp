@@ -10,7 +10,6 @@
 #include "core/embedded.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
-#include "runner/host_ceilings.hpp"
 
 namespace latprof {
 
@@ -179,6 +178,14 @@ Ceilings to_ceilings(const HardwareSpec& h) {
   return c;
 }
 
+namespace {
+LocalCeilingsFn g_local_ceilings = nullptr;
+}  // namespace
+
+void set_local_ceilings_source(LocalCeilingsFn fn) {
+  g_local_ceilings = fn;
+}
+
 Ceilings resolve_ceilings(const std::string& hw, const std::string& hw_file,
                           HardwareSpec* spec_out) {
   if (!hw.empty() && !hw_file.empty()) usage_error("give either --hw or --hw-file, not both");
@@ -188,7 +195,10 @@ Ceilings resolve_ceilings(const std::string& hw, const std::string& hw_file,
   if (spec_out) *spec_out = h;
   if (!h.measure) return to_ceilings(h);
   // cpu-local: this machine's probe (cached), with all cores.
-  return host_ceilings(0, false, true).ceilings;
+  if (!g_local_ceilings)
+    usage_error("hardware '" + h.name +
+                "' is measured on this machine, which this program cannot do");
+  return g_local_ceilings();
 }
 
 }  // namespace latprof

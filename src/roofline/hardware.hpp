@@ -58,8 +58,14 @@ std::optional<HardwareSpec> match_hardware(const std::string& device_name);
 // tensor peak for W8A8, HBM bandwidth, capacity and L2. Throws UsageError for a "measure" entry.
 Ceilings to_ceilings(const HardwareSpec& h);
 
-// Resolves --hw / --hw-file for a command: exactly one of them; "cpu-local"/"local" probes this
-// machine (runner/host_ceilings). `spec_out` (optional) receives the entry.
+// The local machine's measured ceilings, for the "cpu-local" entry. The roofline depends only on
+// model shapes and hardware data, so the program registers how to measure them (the CLI: the host
+// probe of the CPU backend) before any command runs; without one, "cpu-local" is refused.
+using LocalCeilingsFn = Ceilings (*)();
+void set_local_ceilings_source(LocalCeilingsFn fn);
+
+// Resolves --hw / --hw-file for a command: exactly one of them; "cpu-local"/"local" measures this
+// machine (set_local_ceilings_source). `spec_out` (optional) receives the entry.
 Ceilings resolve_ceilings(const std::string& hw, const std::string& hw_file,
                           HardwareSpec* spec_out = nullptr);
 

@@ -23,7 +23,7 @@
 #include "model/detokenizer.hpp"
 #include "model/open.hpp"
 #include "roofline/fit.hpp"
-#include "roofline/physics.hpp"
+#include "report/physics.hpp"
 #include "runner/forward.hpp"
 #include "runner/host_ceilings.hpp"
 #include "runner/model.hpp"

@@ -5,7 +5,7 @@
 #include "core/error.hpp"
 #include "fuzz_json_common.hpp"
 #include "report/report.hpp"
-#include "roofline/plot.hpp"
+#include "report/plot.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace latprof;

@@ -13,7 +13,7 @@
 #include "model/config.hpp"
 #include "report/report.hpp"
 #include "roofline/hardware.hpp"
-#include "roofline/plot.hpp"
+#include "report/plot.hpp"
 
 namespace {
 

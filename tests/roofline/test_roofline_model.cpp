@@ -15,8 +15,8 @@
 #include "model/cost_model.hpp"
 #include "roofline/fit.hpp"
 #include "roofline/hardware.hpp"
-#include "roofline/physics.hpp"
-#include "roofline/plot.hpp"
+#include "report/physics.hpp"
+#include "report/plot.hpp"
 #include "roofline/predict.hpp"
 
 using namespace latprof;

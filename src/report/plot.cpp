@@ -1,7 +1,7 @@
 // The roofline chart as one self-contained SVG: no scripts, no external fonts or styles.
 // x: arithmetic intensity (FLOP/byte), y: attained FLOP/s, both log10; roofs are
 // min(peak, bandwidth x intensity) for the measured ceilings (solid) and the datasheet (dashed).
-#include "roofline/plot.hpp"
+#include "report/plot.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Physics checks of a run report. A measured time cannot be below the roofline floor of the work
 // the cost model says it did; when it is, the clock was read before the work finished (missing
 // synchronization) or the bytes/FLOPs are wrong, so the row is flagged, not reported as a result.
-#include "roofline/physics.hpp"
+#include "report/physics.hpp"
 
 #include <cmath>
 #include <cstdio>
