@@ -42,7 +42,10 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
       ->capture_default_str();
   sub->add_option("--output,-o", o->output, "Tokens to generate per sequence (EOS is ignored)")
       ->capture_default_str();
-  sub->add_option("--batch,-b", o->batch, "Sequences run together")->capture_default_str();
+  sub->add_option("--batch,-b", o->batch,
+                  "Requests arriving together, each with its own synthetic prompt (or --prompt), "
+                  "run through the continuous-batching engine")
+      ->capture_default_str();
   sub->add_option("--threads,-t", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   sub->add_option("--repeat,-r", o->repeat,
                   "Timed requests; 0: 3, or 1 when one request takes over 20 s (tables show "
