@@ -164,7 +164,6 @@ class Request {
     t.stage_ms[int(Stage::tokenize)] = t_tokenized;
     t.prompt_ids = ids[0];
     const int64_t n_in = int64_t(ids[0].size());
-    tokens_in_ = n_in;
 
     // ---- the engine ----
     const EngineShape& es = m_.shape();
@@ -226,8 +225,6 @@ class Request {
     for (const auto& [id, tl] : eng.timelines()) t.preemptions += tl.preemptions;
     return finish_times(t, eng, runner, t_tokenized, timeline);
   }
-
-  int64_t prompt_tokens() const { return tokens_in_; }
 
  private:
   // Places the engine's steps on the request's time line and partitions it into stages.
@@ -324,8 +321,7 @@ class Request {
   Profiler& prof_;
   const RunOptions& o_;
   std::vector<std::string> prompts_;
-  int64_t tokens_in_ = 0;
-  std::string response_;
+  std::string response_;  // the serialized response (kept, so its serialization is real work)
 };
 
 // 1-minute load average of the machine (-1 when unknown).
