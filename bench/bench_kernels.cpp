@@ -224,6 +224,10 @@ BENCHMARK(BM_Gemv)
     ->Apply([](benchmark::internal::Benchmark* b) { shapes(b, 1); })
     ->Args({0, 4096, 4096, 4})
     ->Args({1, 4096, 4096, 4})
+    // Engine decode steps of 8 sequences: a square projection and the MLP's two shapes.
+    ->Args({0, 4096, 4096, 8})
+    ->Args({0, 11008, 4096, 8})
+    ->Args({0, 4096, 11008, 8})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_Gemm)

@@ -77,6 +77,46 @@ void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t
   }
 }
 
+// Many activation rows (M >= 5): the R weight vectors of a step stay in registers and each
+// activation vector is loaded once and used for all R rows, so R*M accumulators + R weights + one
+// activation fit the 32 zmm registers at R = 3, M = 8 (the form above holds all M activations
+// and R weights, which caps R at 2 there). Fewer activation loads per FMA: 8 + 3 loads for 24
+// FMAs instead of 8 + 2 for 16.
+template <class T, int M, int R>
+void block_many(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r,
+                const float* scales) {
+  __m512 acc[R][M];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j) acc[i][j] = _mm512_setzero_ps();
+  const T* wr = w + r * n;
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    if constexpr (sizeof(T) == 2)
+      if ((k & 31) == 0)  // one prefetch per 64-byte line of each row stream
+        for (int i = 0; i < R; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(wr + i * n + k) + kPrefetchBytes, _MM_HINT_T0);
+    __m512 wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load_w(wr + i * n + k);
+    for (int j = 0; j < M; ++j) {
+      const __m512 xv = _mm512_loadu_ps(x + j * n + k);
+      for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+    }
+  }
+  if (k < n) {  // the last step, masked
+    const __mmask16 mask = __mmask16((1u << (n - k)) - 1);
+    __m512 wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load_w(wr + i * n + k, mask);
+    for (int j = 0; j < M; ++j) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + j * n + k);
+      for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    const float s = scales ? scales[r + i] : 1.0f;
+    for (int j = 0; j < M; ++j) y[j * ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]) * s;
+  }
+}
+
 template <class T, int M>
 void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
   // Accumulator budget ~16 zmm: R rows share each activation load, U hides FMA latency at small M.
@@ -85,6 +125,10 @@ void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
   const T* wd = static_cast<const T*>(w.data);
   const float* sc = w.type == WType::i8 ? w.scales : nullptr;
   int64_t r = r0;
+  if constexpr (M >= 5) {
+    constexpr int R3 = 3;
+    for (; r + R3 <= r1; r += R3) block_many<T, M, R3>(wd, x, w.n_in, y, w.n_out, r, sc);
+  }
   for (; r + R <= r1; r += R) block<T, M, R, U>(wd, x, w.n_in, y, w.n_out, r, sc);
   for (; r < r1; ++r) block<T, M, 1, U>(wd, x, w.n_in, y, w.n_out, r, sc);
 }
