@@ -16,8 +16,7 @@ void force_isa(Isa isa);  // tests and benchmarks: run a lower path; clamps to d
 const char* isa_name(Isa isa);
 bool has_vnni();  // AVX512-VNNI or AVX-VNNI present
 
-// ---- linear weights
-// -------------------------------------------------------------------------------
+// ---- linear weights -----------------------------------------------------------------------------
 enum class WType { f16 = 0, i8 = 1 };
 // W: [n_out, n_in] row-major. f16: uint16_t IEEE half. i8: int8_t, value = q * scales[row].
 struct Weight {
@@ -36,9 +35,8 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y);
 // Prefill path: blocked, packed GEMM (fp16/int8 panels converted to fp32 once per block).
 void gemm(const Weight& w, const float* x, int64_t m, float* y);
 
-// ---- elementwise and small ops
-// ------------------------------------------------------------------- out[t, :] =
-// half_to_float(table[tokens[t], :]); table: [vocab, dim] fp16
+// ---- elementwise and small ops ------------------------------------------------------------------
+// out[t, :] = half_to_float(table[tokens[t], :]); table: [vocab, dim] fp16
 void embed(const uint16_t* table, const int32_t* tokens, int64_t m, int64_t dim, float* out);
 // out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w; out may alias x
 void rmsnorm(const float* x, const float* w, int64_t m, int64_t dim, float eps, float* out);
@@ -93,9 +91,8 @@ void add(float* x, const float* y, int64_t n);
 // index of the largest logit (the first one on ties)
 int32_t argmax(const float* logits, int64_t n);
 
-// ---- synthetic weights
-// --------------------------------------------------------------------------- Deterministic,
-// parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
+// ---- synthetic weights --------------------------------------------------------------------------
+// Deterministic, parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
 void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude);
 // int8 weights: q(i) = rng::uniform_i8(key, row * n_in + i); scales[row] = amplitude / 127.
 void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key,
@@ -107,8 +104,7 @@ void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude
 void quantize_rows_f16(const uint16_t* src, int64_t n_out, int64_t n_in, int8_t* dst,
                        float* scales);
 
-// ---- machine ceilings (the probe behind `latprof hw` and the run report)
-// ---------------------------
+// ---- machine ceilings (the probe behind `latprof hw` and the run report) ------------------------
 struct ProbeResult {
   double value = 0;   // the best of the repetitions
   double median = 0;  // median of the repetitions

@@ -14,8 +14,7 @@
 
 namespace latprof::cuda {
 
-// ---- synthetic weights (cpu::fill_f16 / fill_i8 / fill_f32; bit-identical)
-// -----------------------
+// ---- synthetic weights (cpu::fill_f16 / fill_i8 / fill_f32; bit-identical) ----------------------
 void fill_f16(__half* dst, int64_t n, uint64_t key, float amplitude, cudaStream_t stream);
 void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key, float amplitude,
              cudaStream_t stream);
@@ -26,14 +25,13 @@ void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude
 void embed(const __half* table, int64_t vocab, const int32_t* tokens, int64_t rows, int64_t dim,
            __half* out, cudaStream_t stream);
 
-// ---- RMSNorm (cpu::rmsnorm): x, out [rows, dim]; w [dim] fp32; out may alias x
-// ---------------------
+// ---- RMSNorm (cpu::rmsnorm): x, out [rows, dim]; w [dim] fp32; out may alias x ------------------
 void rmsnorm(const __half* x, const float* w, int64_t rows, int64_t dim, float eps, __half* out,
              cudaStream_t stream);
 
-// ---- decode GEMV (cpu::gemv): y[m, n_out] = x[m, n_in] · Wᵀ for m <= kGemvMaxRows
-// ------------------ Streams every weight byte once with 128-bit loads when n_in is a multiple of
-// 16 (scalar path otherwise); fp32 accumulation; the int8 per-row scale is applied after the dot
+// ---- decode GEMV (cpu::gemv): y[m, n_out] = x[m, n_in] · Wᵀ for m <= kGemvMaxRows ---------------
+// Streams every weight byte once with 128-bit loads when n_in is a multiple of 16 (scalar path
+// otherwise); fp32 accumulation; the int8 per-row scale is applied after the dot
 // product.
 inline constexpr int kGemvMaxRows = 8;
 void gemv_f16(const __half* w, const __half* x, int64_t m, int64_t n_out, int64_t n_in, __half* y,
@@ -92,8 +90,7 @@ inline constexpr int kDecodeMaxGroup = 8;
 int64_t attention_decode_scratch_floats(int64_t n_seqs, int n_heads, int hd, int64_t max_context);
 void attention_decode(const AttnArgs& a, float* scratch, cudaStream_t stream);
 
-// ---- elementwise (cpu::swiglu, cpu::add)
-// -----------------------------------------------------------
+// ---- elementwise (cpu::swiglu, cpu::add) --------------------------------------------------------
 void swiglu(const __half* gate, const __half* up, int64_t n, __half* out, cudaStream_t stream);
 void add(__half* x, const __half* y, int64_t n, cudaStream_t stream);
 // out[i, :] = x[rows[i], :] for i < n (rows: device int32 [n]); out must not alias x. CPU
@@ -101,8 +98,7 @@ void add(__half* x, const __half* y, int64_t n, cudaStream_t stream);
 void gather_rows(const __half* x, const int32_t* rows, int64_t n, int64_t dim, __half* out,
                  cudaStream_t stream);
 
-// ---- sampling (cpu::argmax): tokens[s] = first index of the largest logit of row s
-// ---------------
+// ---- sampling (cpu::argmax): tokens[s] = first index of the largest logit of row s --------------
 void argmax(const __half* logits, int64_t n_seq, int64_t vocab, int32_t* tokens,
             cudaStream_t stream);
 

@@ -10,9 +10,9 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "report/plot.hpp"
 #include "report/report.hpp"
 #include "roofline/hardware.hpp"
-#include "report/plot.hpp"
 
 namespace latprof::cli {
 

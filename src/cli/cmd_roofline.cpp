@@ -10,10 +10,10 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "report/plot.hpp"
 #include "report/report.hpp"
 #include "roofline/fit.hpp"
 #include "roofline/flags.hpp"
-#include "report/plot.hpp"
 
 namespace latprof::cli {
 

@@ -1,7 +1,7 @@
 #include "core/format.hpp"
 
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -81,9 +81,9 @@ double parse_bytes(const std::string& text, const std::string& flag) {
   if (num.empty() || end != num.c_str() + num.size())
     usage_error(flag + " '" + text + "' is not an amount of memory" + hint);
   static const std::pair<const char*, double> units[] = {
-      {"", 1},      {"B", 1},      {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
-      {"TiB", 0x1p40}, {"KB", 1e3},  {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},
-      {"K", 1e3},   {"M", 1e6},    {"G", 1e9},      {"T", 1e12}};
+      {"", 1},         {"B", 1},    {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
+      {"TiB", 0x1p40}, {"KB", 1e3}, {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},
+      {"K", 1e3},      {"M", 1e6},  {"G", 1e9},      {"T", 1e12}};
   for (const auto& [name, scale] : units)
     if (unit == name) {
       const double bytes = v * scale;

@@ -6,8 +6,8 @@
 
 #include "core/format.hpp"
 #include "core/xml.hpp"
-#include "report/report_fields.hpp"
 #include "report/plot.hpp"
+#include "report/report_fields.hpp"
 
 namespace latprof {
 

@@ -243,9 +243,8 @@ std::string run_report_markdown() {
   describe(g, proto);
   std::string out = kHeader;
   for (const auto& l : lines) out += l + "\n";
-  for (const std::string& t :
-       {record_table<Row>(), record_table<Percentiles>(), record_table<Check>(),
-        record_table<StepRow>()})
+  for (const std::string& t : {record_table<Row>(), record_table<Percentiles>(),
+                               record_table<Check>(), record_table<StepRow>()})
     out.append("\n").append(t);
   return out;
 }

@@ -11,15 +11,23 @@ nlohmann::json num_or_null(std::optional<double> v) {
 }
 }  // namespace
 
-std::optional<double> RequestRecord::tpot_ms() const {
+std::vector<double> token_gaps_ms(const std::vector<double>& token_ms) {
+  std::vector<double> g;
+  for (size_t i = 1; i < token_ms.size(); ++i) g.push_back(token_ms[i] - token_ms[i - 1]);
+  return g;
+}
+
+std::optional<double> tpot_from_tokens_ms(const std::vector<double>& token_ms) {
   if (token_ms.size() < 2) return std::nullopt;
   return (token_ms.back() - token_ms.front()) / double(token_ms.size() - 1);
 }
 
+std::optional<double> RequestRecord::tpot_ms() const {
+  return tpot_from_tokens_ms(token_ms);
+}
+
 std::vector<double> RequestRecord::itl_ms() const {
-  std::vector<double> g;
-  for (size_t i = 1; i < token_ms.size(); ++i) g.push_back(token_ms[i] - token_ms[i - 1]);
-  return g;
+  return token_gaps_ms(token_ms);
 }
 
 LoadSummary summarize(const std::vector<RequestRecord>& requests, const workload::Slo& slo) {

@@ -15,6 +15,12 @@
 
 namespace latprof {
 
+// The per-token figures of one request from its tokens' arrival times (one place for the
+// definitions): the gaps between successive tokens (ITL samples), and TPOT = (last - first) /
+// (tokens - 1), absent with fewer than two tokens.
+std::vector<double> token_gaps_ms(const std::vector<double>& token_ms);
+std::optional<double> tpot_from_tokens_ms(const std::vector<double>& token_ms);
+
 struct LatencyClasses {
   double compute_ms = 0, memory_ms = 0, communication_ms = 0, scheduling_ms = 0;
   double total() const { return compute_ms + memory_ms + communication_ms + scheduling_ms; }

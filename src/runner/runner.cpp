@@ -22,8 +22,9 @@
 #include "latprof/build_info.hpp"
 #include "model/detokenizer.hpp"
 #include "model/open.hpp"
-#include "roofline/fit.hpp"
 #include "report/physics.hpp"
+#include "report/requests.hpp"
+#include "roofline/fit.hpp"
 #include "runner/forward.hpp"
 #include "runner/host_ceilings.hpp"
 #include "runner/model.hpp"
@@ -110,17 +111,9 @@ struct RequestTimes {
   std::vector<TraceEvent> timeline;
 
   double ttft_ms() const { return token_ms.empty() ? 0 : token_ms.front(); }
-  // Gaps between successive tokens of sequence 0 (ITL samples).
-  std::vector<double> itl_ms() const {
-    std::vector<double> v;
-    for (size_t i = 1; i < token_ms.size(); ++i) v.push_back(token_ms[i] - token_ms[i - 1]);
-    return v;
-  }
-  // (last token - first token) / (tokens - 1); 0 with one token.
-  double tpot_ms() const {
-    return token_ms.size() < 2 ? 0
-                               : (token_ms.back() - token_ms.front()) / double(token_ms.size() - 1);
-  }
+  // Gaps between successive tokens of sequence 0 (ITL samples), and TPOT (0 with one token).
+  std::vector<double> itl_ms() const { return token_gaps_ms(token_ms); }
+  double tpot_ms() const { return tpot_from_tokens_ms(token_ms).value_or(0.0); }
 };
 
 // A request of `latprof run`: o.batch sequences (one prompt each) that arrive together and run

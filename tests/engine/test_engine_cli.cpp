@@ -54,8 +54,8 @@ TEST(EngineCli, BatchedStepsMixPrefillAndDecodeWithinTheBudget) {
 TEST(EngineCli, TraceHasATrackOfSteps) {
   const auto dir = cli_test::temp_dir("engine");
   const std::string trace = (dir / "steps.trace.json").string();
-  const json j = run("--input 20 --output 6 --batch 4 --max-batched-tokens 32 --trace " + trace,
-                     "trace");
+  const json j =
+      run("--input 20 --output 6 --batch 4 --max-batched-tokens 32 --trace " + trace, "trace");
   const json t = json::parse(cli_test::slurp(trace));
   size_t n = 0;
   for (const auto& e : t["traceEvents"])

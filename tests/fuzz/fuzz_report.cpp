@@ -4,8 +4,8 @@
 // Built by scripts/fuzz.sh.
 #include "core/error.hpp"
 #include "fuzz_json_common.hpp"
-#include "report/report.hpp"
 #include "report/plot.hpp"
+#include "report/report.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace latprof;

@@ -11,9 +11,9 @@
 
 #include "core/error.hpp"
 #include "model/config.hpp"
+#include "report/plot.hpp"
 #include "report/report.hpp"
 #include "roofline/hardware.hpp"
-#include "report/plot.hpp"
 
 namespace {
 

@@ -13,10 +13,10 @@
 #include "core/error.hpp"
 #include "model/config.hpp"
 #include "model/cost_model.hpp"
-#include "roofline/fit.hpp"
-#include "roofline/hardware.hpp"
 #include "report/physics.hpp"
 #include "report/plot.hpp"
+#include "roofline/fit.hpp"
+#include "roofline/hardware.hpp"
 #include "roofline/predict.hpp"
 
 using namespace latprof;
