@@ -1,13 +1,8 @@
 #include "runner/runner.hpp"
 
-#include <sys/utsname.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <thread>
@@ -19,33 +14,22 @@
 #include "core/host.hpp"
 #include "core/progress.hpp"
 #include "engine/engine.hpp"
-#include "latprof/build_info.hpp"
 #include "model/detokenizer.hpp"
 #include "model/open.hpp"
 #include "report/physics.hpp"
 #include "report/requests.hpp"
 #include "roofline/fit.hpp"
 #include "runner/forward.hpp"
-#include "runner/host_ceilings.hpp"
 #include "runner/model.hpp"
 #include "runner/model_runner.hpp"
 #include "runner/profiler.hpp"
+#include "runner/run_common.hpp"
 
 namespace latprof {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+using namespace run_detail;
 
 // The lower median: a value that was measured (the middle one, or the lower of the two middle
 // ones for an even count), as the median repeat is chosen.
@@ -60,25 +44,6 @@ constexpr int kDefaultRepeat = 3;
 constexpr double kLongRequestMs = 20'000;
 // Decode steps each warm-up request runs after its prefill at the timed prompt length.
 constexpr int64_t kWarmupDecodeTokens = 4;
-
-// Writes every byte of the KV cache once (zeros), so its pages are resident before anything is
-// timed. Returns the bytes written.
-double touch_kv_cache(LoadedModel& m) {
-  Backend& b = m.backend();
-  const std::vector<uint8_t> zeros(size_t(1) << 20, 0);
-  double total = 0;
-  for (KvLayer& l : m.kv) {
-    const size_t bytes =
-        size_t(l.num_blocks) * size_t(l.block_size) * size_t(l.kv_dim) * size_t(b.kv_bytes());
-    for (void* base : {l.k, l.v})
-      for (size_t off = 0; off < bytes; off += zeros.size())
-        b.copy_to_device(static_cast<uint8_t*>(base) + off, zeros.data(),
-                         std::min(zeros.size(), bytes - off));
-    total += 2.0 * double(bytes);
-  }
-  b.synchronize();
-  return total;
-}
 
 // One engine step as the runner saw it (host clock, ms from the request start), with the
 // backend-clock times of its forward pass and sampling beneath.
@@ -317,106 +282,6 @@ class Request {
   std::string response_;  // the serialized response (kept, so its serialization is real work)
 };
 
-// 1-minute load average of the machine (-1 when unknown).
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double l = -1;
-  in >> l;
-  return l;
-}
-
-nlohmann::json machine_json(const Backend& b) {
-  nlohmann::json j;
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  j["hostname"] = host;
-  j["cpu"] = host_cpu_name();
-  j["cores"] = std::thread::hardware_concurrency();
-  j["memory_bytes"] = host_memory_total_bytes();
-  utsname u{};
-  if (uname(&u) == 0) j["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
-  const DeviceInfo d = b.device();
-  j["device"] = {{"backend", d.backend},
-                 {"name", d.name},
-                 {"memory_bytes", d.memory_total_bytes},
-                 {"details", d.details}};
-  j["backends"] = describe_backends();
-  return j;
-}
-
-nlohmann::json tool_json() {
-  return {{"name", "latprof"},
-          {"version", build::kVersion},
-          {"git_commit", build::kGitCommit},
-          {"git_dirty", build::kGitDirty},
-          {"build_type", build::kBuildType},
-          {"compiler", build::kCompiler},
-          {"nvtx", kNvtxCompiled}};
-}
-
-// Ceilings of the device the run uses: measured by the backend (GPU) or the host probe (CPU).
-void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r) {
-  const std::string gpu = b.measure_ceilings_json();
-  if (!gpu.empty()) {
-    const nlohmann::json j = nlohmann::json::parse(gpu);
-    Ceilings& c = r.ceilings;
-    c.device = b.device().name;
-    c.source = "measured on the device: " + j.value("method", std::string("backend probe"));
-    c.mem_bw_bytes_per_s = j.value("memory_bandwidth_bytes_per_s", 0.0);
-    c.matmul_flops_per_s = j.value("fp16_flops_per_s", 0.0);
-    c.vector_flops_per_s = j.value("fp32_flops_per_s", 0.0);
-    c.int8_ops_per_s = j.value("int8_ops_per_s", 0.0);
-    c.memory_bytes = b.device().memory_total_bytes;
-    c.cache_bytes = j.value("l2_bytes", 0.0);
-    r.ceilings_info = j;
-    return;
-  }
-  HostCeilings h = host_ceilings(threads, o.reprobe, o.quiet);
-  r.ceilings = h.ceilings;
-  r.ceilings_info = h.info;
-  r.ceilings_info["triad_bytes_per_s"] = h.triad_bytes_per_s;
-  if (h.info.value("measured_busy", false))
-    r.checks.push_back({"warning", "ceilings",
-                        "the ceilings were measured while the machine was busy, so they are likely "
-                        "low (and MBU/MFU high); they are measured again by the first run on a "
-                        "quiet machine, or now with --reprobe"});
-}
-
-// Fills the derived columns of a row from its time, cost and the ceilings.
-void derive(Row& row, const Ceilings& c, const Precision& p, Op op_for_peak, bool has_cost) {
-  if (!has_cost || row.cost.bytes() <= 0) return;
-  row.arithmetic_intensity = row.cost.intensity();
-  const double peak = c.peak_for(op_for_peak, p);
-  const RooflinePoint rp = roofline_point(row.cost, peak, c.mem_bw_bytes_per_s);
-  row.floor_ms = rp.floor_ms;
-  row.bound = rp.bound;
-  if (row.time_ms > 0) {
-    const double s = row.time_ms / 1e3;
-    row.achieved_flops_per_s = row.cost.flops / s;
-    row.achieved_bytes_per_s = row.cost.bytes() / s;
-    row.roofline_fraction = row.floor_ms / row.time_ms;
-    row.mfu = peak > 0 ? row.cost.model_flops / s / peak : 0;
-    row.mbu = c.mem_bw_bytes_per_s > 0 ? row.cost.bytes() / s / c.mem_bw_bytes_per_s : 0;
-  }
-}
-
-// A stage's bound: the larger of the summed compute and memory floors of its ops.
-void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precision& p) {
-  if (row.cost.bytes() <= 0) return;
-  const RooflinePoint rp = roofline_ops(ops, c, p);
-  row.arithmetic_intensity = row.cost.intensity();
-  row.floor_ms = rp.floor_ms;
-  row.bound = rp.bound;
-  if (row.time_ms > 0) {
-    const double s = row.time_ms / 1e3;
-    row.achieved_flops_per_s = row.cost.flops / s;
-    row.achieved_bytes_per_s = row.cost.bytes() / s;
-    row.roofline_fraction = row.floor_ms / row.time_ms;
-    row.mfu = c.matmul_flops_per_s > 0 ? row.cost.model_flops / s / c.matmul_flops_per_s : 0;
-    row.mbu = c.mem_bw_bytes_per_s > 0 ? row.cost.bytes() / s / c.mem_bw_bytes_per_s : 0;
-  }
-}
-
 }  // namespace
 
 const char* stage_name(Stage s) {
@@ -519,23 +384,13 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
 }
 
 RunReport run_benchmark(const RunOptions& o) {
-  RunReport r;
-  r.created_utc = utc_now();
-  r.tool = tool_json();
-  const auto setup0 = Clock::now();
-
-  const double load_before = load_average();
+  RunSetup s;
+  RunReport& r = s.r;
   // ---- flags that need no model first, then the model, tokenizer and prompt ----
-  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
-    usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
-  Precision wanted = precision_for(o.dtype, 4, 2);
-  OpenedModel om = open_model(o.model, o.seed);
-  const ModelConfig& cfg = om.config;
+  open_run_model(o, s);
+  const ModelConfig& cfg = s.om.config;
   validate_run_options(o, cfg.max_seq_len);
-  if (wanted.weights == WeightFormat::int8_w8a8)
-    usage_error("--dtype int8-w8a8 is a roofline-only precision; run with fp16 or int8");
-  const WeightType wtype = wanted.weights == WeightFormat::f16 ? WeightType::f16 : WeightType::i8;
-
+  const OpenedModel& om = s.om;
   std::string prompt = o.prompt.empty() ? om.tokenizer->make_prompt(o.input, o.seed) : o.prompt;
   const int64_t n_in = int64_t(om.tokenizer->encode(prompt, true).size());
   if (!o.prompt.empty() && n_in + o.output > cfg.max_seq_len)
@@ -546,46 +401,18 @@ RunReport run_benchmark(const RunOptions& o) {
     throw std::logic_error("prompt builder gave " + std::to_string(n_in) + " tokens, asked " +
                            std::to_string(o.input));
 
-  // ---- backend ----
-  BackendOptions bo;
-  bo.kind = o.backend;
-  bo.threads = o.threads;
-  bo.graphs = o.graphs;
-  std::string why_not_cuda;
-  std::unique_ptr<Backend> backend = create_backend(bo, &why_not_cuda);
-  Backend& b = *backend;
-  b.set_graph_enabled(o.graphs);
-  const DeviceInfo dev = b.device();
-  if (!why_not_cuda.empty() && o.backend == "auto")
-    r.notes.push_back("CUDA backend not used: " + why_not_cuda);
-  const int threads = dev.backend == "cpu"
-                          ? (o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency()))
-                          : o.threads;
-  const Precision p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
-
-  // ---- ceilings (before the weights take memory and caches) ----
-  const auto tc0 = Clock::now();
-  measure_ceilings(b, o, threads, r);
-  const double ceilings_ms = ms_since(tc0);
+  // ---- backend and its ceilings ----
+  open_run_backend(o, s);
+  Backend& b = *s.backend;
+  const DeviceInfo& dev = s.dev;
+  const Precision& p = s.p;
 
   // ---- the engine's shape: KV pool, step budget (checked before anything is allocated) ----
   const EngineShape es = engine_shape_for_run(o, cfg, b, n_in);
 
   // ---- weights and KV cache ----
-  const auto ta0 = Clock::now();
-  LoadedModel m(cfg, wtype, b, es);
-  const double alloc_ms = ms_since(ta0);
-  const auto tw0 = Clock::now();
-  {
-    Progress bar("weights", 1, !o.quiet);
-    m.load(*om.weights, [&](int64_t done, int64_t total) {
-      bar.set(done * 1000 / total);
-      (void)bar;
-    });
-    bar.finish();
-  }
-  const double weights_ms = ms_since(tw0);
-  const Footprint fp = LoadedModel::footprint(cfg, wtype, b, es);
+  load_run_weights(o, s, es);
+  LoadedModel& m = *s.model;
 
   // ---- warm-up at the timed shape ----
   // Every page of the KV cache is written once, then each warm-up request runs the timed prompt
@@ -689,41 +516,14 @@ RunReport run_benchmark(const RunOptions& o) {
   const RequestTimes& med = reps[order[(order.size() - 1) / 2]];
 
   // ---- run info ----
+  fill_run_identity(o, s, es);
   RunInfo& ri = r.run;
-  ri.model = cfg.name;
-  ri.model_source = om.source;
-  ri.weights = om.weights->describe();
-  ri.dtype = p.name();
-  ri.backend = dev.backend;
-  ri.device = dev.name;
   ri.input_tokens = n_in;
   ri.output_tokens = o.output;
-  ri.batch = o.batch;
-  ri.threads = threads;
   ri.repeat = int(reps.size());
-  ri.warmup = o.warmup;
-  ri.seed = o.seed;
-  ri.temperature = o.temperature;
-  ri.top_k = o.top_k;
-  ri.graphs = graph;
-  ri.tokenizer = om.tokenizer->name();
   ri.prompt_token_ids = med.prompt_ids;
   ri.output_token_ids = med.output_ids;
   ri.output_text = med.output_text;
-  ri.argv = o.argv;
-  r.model_config = model_to_json(cfg);
-  r.model_config["weight_bytes"] = fp.weights;
-  r.machine = machine_json(b);
-  r.machine["load_average_1min_before"] = load_before;
-  // Other work on the CPU cores makes CPU timings (and the host side of GPU timings) unreliable:
-  // a parallel region waits for its slowest thread, so a thread that loses its core stalls all.
-  if (const unsigned cores = std::thread::hardware_concurrency();
-      load_before >= 0 && cores > 0 && load_before > 0.5 * cores)
-    r.checks.push_back({"warning", "machine.load_average_1min_before",
-                        "the machine was busy before the run (load average " +
-                            fmt_fixed(load_before, 2) + " on " + std::to_string(cores) +
-                            " cores): other processes compete for the cores, so these times "
-                            "are likely slower and noisier than this machine can do"});
 
   // ---- cost model ----
   // Each stage's work is that of the engine steps it holds (a chunked prefill of later sequences
@@ -871,35 +671,19 @@ RunReport run_benchmark(const RunOptions& o) {
   }
 
   // ---- setup ----
-  mt.setup_ms = ms_since(setup0) - [&] {
-    double s = 0;
-    for (const auto& rep : reps) s += rep.e2e_ms;
-    return s;
+  mt.setup_ms = ms_since(s.start) - [&] {
+    double sum = 0;
+    for (const auto& rep : reps) sum += rep.e2e_ms;
+    return sum;
   }();
-  r.setup = {{"ceilings_ms", ceilings_ms},
-             {"allocate_ms", alloc_ms},
-             {"weights_ms", weights_ms},
-             {"weights_source", om.weights->describe()},
-             {"weights_bytes", fp.weights},
-             {"weights_bytes_read", om.weights->bytes_read()},
-             {"weights_bytes_per_s", weights_ms > 0 ? fp.weights / (weights_ms / 1e3) : 0.0},
-             {"kv_cache_bytes", fp.kv_cache},
-             {"activation_bytes", fp.activations},
-             {"warmup_ms", warmup_ms},
-             {"warmup_requests", o.warmup},
-             {"warmup",
-              {{"requests", o.warmup},
-               {"prompt_tokens", n_in},
-               {"output_tokens", o.warmup > 0 ? warmup_out : 0},
-               {"kv_cache_bytes_touched", kv_touched},
-               {"time_ms", warmup_ms}}}};
-  r.setup["engine"] = {{"kv_block_size", es.block_size},
-                       {"kv_blocks", es.kv_blocks},
-                       {"kv_cache_bytes", fp.kv_cache},
-                       {"max_model_len", es.max_model_len},
-                       {"max_batched_tokens", es.max_step_tokens},
-                       {"max_seqs", es.max_seqs},
-                       {"preemptions", med.preemptions}};
+  r.setup["warmup_ms"] = warmup_ms;
+  r.setup["warmup_requests"] = o.warmup;
+  r.setup["warmup"] = {{"requests", o.warmup},
+                       {"prompt_tokens", n_in},
+                       {"output_tokens", o.warmup > 0 ? warmup_out : 0},
+                       {"kv_cache_bytes_touched", kv_touched},
+                       {"time_ms", warmup_ms}};
+  r.setup["engine"]["preemptions"] = med.preemptions;
   if (!overhead_json.is_null()) r.setup["profiler_overhead"] = overhead_json;
   double stage_sum = 0;
   for (const auto& s : r.stages) stage_sum += s.time_ms;

@@ -1,0 +1,249 @@
+#include "runner/run_common.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/host.hpp"
+#include "core/nvtx.hpp"
+#include "core/progress.hpp"
+#include "latprof/build_info.hpp"
+#include "runner/host_ceilings.hpp"
+
+namespace latprof::run_detail {
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// Writes every byte of the KV cache once (zeros), so its pages are resident before anything is
+// timed. Returns the bytes written.
+double touch_kv_cache(LoadedModel& m) {
+  Backend& b = m.backend();
+  const std::vector<uint8_t> zeros(size_t(1) << 20, 0);
+  double total = 0;
+  for (KvLayer& l : m.kv) {
+    const size_t bytes =
+        size_t(l.num_blocks) * size_t(l.block_size) * size_t(l.kv_dim) * size_t(b.kv_bytes());
+    for (void* base : {l.k, l.v})
+      for (size_t off = 0; off < bytes; off += zeros.size())
+        b.copy_to_device(static_cast<uint8_t*>(base) + off, zeros.data(),
+                         std::min(zeros.size(), bytes - off));
+    total += 2.0 * double(bytes);
+  }
+  b.synchronize();
+  return total;
+}
+
+// 1-minute load average of the machine (-1 when unknown).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double l = -1;
+  in >> l;
+  return l;
+}
+
+nlohmann::json machine_json(const Backend& b) {
+  nlohmann::json j;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  j["hostname"] = host;
+  j["cpu"] = host_cpu_name();
+  j["cores"] = std::thread::hardware_concurrency();
+  j["memory_bytes"] = host_memory_total_bytes();
+  utsname u{};
+  if (uname(&u) == 0) j["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  const DeviceInfo d = b.device();
+  j["device"] = {{"backend", d.backend},
+                 {"name", d.name},
+                 {"memory_bytes", d.memory_total_bytes},
+                 {"details", d.details}};
+  j["backends"] = describe_backends();
+  return j;
+}
+
+nlohmann::json tool_json() {
+  return {{"name", "latprof"},
+          {"version", build::kVersion},
+          {"git_commit", build::kGitCommit},
+          {"git_dirty", build::kGitDirty},
+          {"build_type", build::kBuildType},
+          {"compiler", build::kCompiler},
+          {"nvtx", kNvtxCompiled}};
+}
+
+// Ceilings of the device the run uses: measured by the backend (GPU) or the host probe (CPU).
+void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r) {
+  const std::string gpu = b.measure_ceilings_json();
+  if (!gpu.empty()) {
+    const nlohmann::json j = nlohmann::json::parse(gpu);
+    Ceilings& c = r.ceilings;
+    c.device = b.device().name;
+    c.source = "measured on the device: " + j.value("method", std::string("backend probe"));
+    c.mem_bw_bytes_per_s = j.value("memory_bandwidth_bytes_per_s", 0.0);
+    c.matmul_flops_per_s = j.value("fp16_flops_per_s", 0.0);
+    c.vector_flops_per_s = j.value("fp32_flops_per_s", 0.0);
+    c.int8_ops_per_s = j.value("int8_ops_per_s", 0.0);
+    c.memory_bytes = b.device().memory_total_bytes;
+    c.cache_bytes = j.value("l2_bytes", 0.0);
+    r.ceilings_info = j;
+    return;
+  }
+  HostCeilings h = host_ceilings(threads, o.reprobe, o.quiet);
+  r.ceilings = h.ceilings;
+  r.ceilings_info = h.info;
+  r.ceilings_info["triad_bytes_per_s"] = h.triad_bytes_per_s;
+  if (h.info.value("measured_busy", false))
+    r.checks.push_back({"warning", "ceilings",
+                        "the ceilings were measured while the machine was busy, so they are likely "
+                        "low (and MBU/MFU high); they are measured again by the first run on a "
+                        "quiet machine, or now with --reprobe"});
+}
+
+// Fills the derived columns of a row from its time, cost and the ceilings.
+void derive(Row& row, const Ceilings& c, const Precision& p, Op op_for_peak, bool has_cost) {
+  if (!has_cost || row.cost.bytes() <= 0) return;
+  row.arithmetic_intensity = row.cost.intensity();
+  const double peak = c.peak_for(op_for_peak, p);
+  const RooflinePoint rp = roofline_point(row.cost, peak, c.mem_bw_bytes_per_s);
+  row.floor_ms = rp.floor_ms;
+  row.bound = rp.bound;
+  if (row.time_ms > 0) {
+    const double s = row.time_ms / 1e3;
+    row.achieved_flops_per_s = row.cost.flops / s;
+    row.achieved_bytes_per_s = row.cost.bytes() / s;
+    row.roofline_fraction = row.floor_ms / row.time_ms;
+    row.mfu = peak > 0 ? row.cost.model_flops / s / peak : 0;
+    row.mbu = c.mem_bw_bytes_per_s > 0 ? row.cost.bytes() / s / c.mem_bw_bytes_per_s : 0;
+  }
+}
+
+// A stage's bound: the larger of the summed compute and memory floors of its ops.
+void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precision& p) {
+  if (row.cost.bytes() <= 0) return;
+  const RooflinePoint rp = roofline_ops(ops, c, p);
+  row.arithmetic_intensity = row.cost.intensity();
+  row.floor_ms = rp.floor_ms;
+  row.bound = rp.bound;
+  if (row.time_ms > 0) {
+    const double s = row.time_ms / 1e3;
+    row.achieved_flops_per_s = row.cost.flops / s;
+    row.achieved_bytes_per_s = row.cost.bytes() / s;
+    row.roofline_fraction = row.floor_ms / row.time_ms;
+    row.mfu = c.matmul_flops_per_s > 0 ? row.cost.model_flops / s / c.matmul_flops_per_s : 0;
+    row.mbu = c.mem_bw_bytes_per_s > 0 ? row.cost.bytes() / s / c.mem_bw_bytes_per_s : 0;
+  }
+}
+
+void open_run_model(const RunOptions& o, RunSetup& s) {
+  s.r.created_utc = utc_now();
+  s.r.tool = tool_json();
+  s.start = Clock::now();
+  s.load_before = load_average();
+  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
+    usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
+  const Precision wanted = precision_for(o.dtype, 4, 2);
+  s.om = open_model(o.model, o.seed);
+  if (wanted.weights == WeightFormat::int8_w8a8)
+    usage_error("--dtype int8-w8a8 is a roofline-only precision; run with fp16 or int8");
+  s.wtype = wanted.weights == WeightFormat::f16 ? WeightType::f16 : WeightType::i8;
+}
+
+void open_run_backend(const RunOptions& o, RunSetup& s) {
+  BackendOptions bo;
+  bo.kind = o.backend;
+  bo.threads = o.threads;
+  bo.graphs = o.graphs;
+  std::string why_not_cuda;
+  s.backend = create_backend(bo, &why_not_cuda);
+  Backend& b = *s.backend;
+  b.set_graph_enabled(o.graphs);
+  s.dev = b.device();
+  if (!why_not_cuda.empty() && o.backend == "auto")
+    s.r.notes.push_back("CUDA backend not used: " + why_not_cuda);
+  s.threads = s.dev.backend == "cpu"
+                  ? (o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency()))
+                  : o.threads;
+  s.p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
+  // Ceilings first, before the weights take memory and caches.
+  const auto t0 = Clock::now();
+  measure_ceilings(b, o, s.threads, s.r);
+  s.ceilings_ms = ms_since(t0);
+}
+
+void load_run_weights(const RunOptions& o, RunSetup& s, const EngineShape& es) {
+  const auto ta0 = Clock::now();
+  s.model = std::make_unique<LoadedModel>(s.om.config, s.wtype, *s.backend, es);
+  s.alloc_ms = ms_since(ta0);
+  const auto tw0 = Clock::now();
+  {
+    Progress bar("weights", 1000, !o.quiet);
+    s.model->load(*s.om.weights,
+                  [&](int64_t done, int64_t total) { bar.set(done * 1000 / total); });
+    bar.finish();
+  }
+  s.weights_ms = ms_since(tw0);
+  s.fp = LoadedModel::footprint(s.om.config, s.wtype, *s.backend, es);
+}
+
+void fill_run_identity(const RunOptions& o, RunSetup& s, const EngineShape& es) {
+  RunReport& r = s.r;
+  const ModelConfig& cfg = s.om.config;
+  RunInfo& ri = r.run;
+  ri.model = cfg.name;
+  ri.model_source = s.om.source;
+  ri.weights = s.om.weights->describe();
+  ri.dtype = s.p.name();
+  ri.backend = s.dev.backend;
+  ri.device = s.dev.name;
+  ri.batch = o.batch;
+  ri.threads = s.threads;
+  ri.warmup = o.warmup;
+  ri.seed = o.seed;
+  ri.temperature = o.temperature;
+  ri.top_k = o.top_k;
+  ri.graphs = s.backend->graph_enabled();
+  ri.tokenizer = s.om.tokenizer->name();
+  ri.argv = o.argv;
+  r.model_config = model_to_json(cfg);
+  r.model_config["weight_bytes"] = s.fp.weights;
+  r.machine = machine_json(*s.backend);
+  r.machine["load_average_1min_before"] = s.load_before;
+  // Other work on the CPU cores makes CPU timings (and the host side of GPU timings) unreliable:
+  // a parallel region waits for its slowest thread, so a thread that loses its core stalls all.
+  if (const unsigned cores = std::thread::hardware_concurrency();
+      s.load_before >= 0 && cores > 0 && s.load_before > 0.5 * cores)
+    r.checks.push_back({"warning", "machine.load_average_1min_before",
+                        "the machine was busy before the run (load average " +
+                            fmt_fixed(s.load_before, 2) + " on " + std::to_string(cores) +
+                            " cores): other processes compete for the cores, so these times "
+                            "are likely slower and noisier than this machine can do"});
+  r.setup = {{"ceilings_ms", s.ceilings_ms},
+             {"allocate_ms", s.alloc_ms},
+             {"weights_ms", s.weights_ms},
+             {"weights_source", s.om.weights->describe()},
+             {"weights_bytes", s.fp.weights},
+             {"weights_bytes_read", s.om.weights->bytes_read()},
+             {"weights_bytes_per_s", s.weights_ms > 0 ? s.fp.weights / (s.weights_ms / 1e3) : 0.0},
+             {"kv_cache_bytes", s.fp.kv_cache},
+             {"activation_bytes", s.fp.activations}};
+  r.setup["engine"] = {
+      {"kv_block_size", es.block_size},           {"kv_blocks", es.kv_blocks},
+      {"kv_cache_bytes", s.fp.kv_cache},          {"max_model_len", es.max_model_len},
+      {"max_batched_tokens", es.max_step_tokens}, {"max_seqs", es.max_seqs}};
+}
+
+}  // namespace latprof::run_detail
