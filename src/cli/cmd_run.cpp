@@ -1,5 +1,7 @@
 // latprof run: an instrumented request on the CPU or CUDA backend, with the stage breakdown.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 
@@ -8,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/utf8.hpp"
+#include "core/workload.hpp"
 #include "model/cost_model.hpp"
 #include "report/compare.hpp"
 #include "report/exports.hpp"
@@ -38,9 +41,16 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                   "fp16,int8 runs each in turn and prints their comparison")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
-  sub->add_option("--input,-i", o->input, "Prompt tokens per sequence (including BOS)")
+  auto input_text = std::make_shared<std::string>(std::to_string(o->input));
+  auto output_text = std::make_shared<std::string>(std::to_string(o->output));
+  auto prefix_cache = std::make_shared<std::string>("off");
+  sub->add_option("--input,-i", *input_text,
+                  "Prompt tokens per sequence (including BOS); with --requests also a "
+                  "distribution: uniform:LO:HI or normal:MEAN:STDDEV")
       ->capture_default_str();
-  sub->add_option("--output,-o", o->output, "Tokens to generate per sequence (EOS is ignored)")
+  sub->add_option("--output,-o", *output_text,
+                  "Tokens to generate per sequence (EOS is ignored); with --requests also a "
+                  "distribution")
       ->capture_default_str();
   sub->add_option("--batch,-b", o->batch,
                   "Requests arriving together, each with its own synthetic prompt (or --prompt), "
@@ -90,6 +100,26 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                   "Token budget of one engine step, prefill chunks and decodes together")
       ->capture_default_str();
   sub->add_option("--max-seqs", o->max_seqs, "Sequences in one engine step")->capture_default_str();
+  sub->add_option("--requests", o->requests,
+                  "Latency under load: send N requests into the engine at their arrival times "
+                  "(see --rate, --arrival); one timed run, figures over the requests");
+  sub->add_option("--rate", o->rate_text,
+                  "With --requests: arrivals per second, or inf (all at once)")
+      ->capture_default_str();
+  sub->add_option("--arrival", o->arrival, "With --requests: poisson, gamma or constant gaps")
+      ->capture_default_str();
+  sub->add_option("--burstiness", o->burstiness,
+                  "With --arrival gamma: its shape (1: Poisson; below 1: burstier)")
+      ->capture_default_str();
+  sub->add_option("--dataset", o->dataset,
+                  "With --requests (or alone: every line): JSON Lines, one request per line "
+                  "with input_tokens or prompt, output_tokens, optional arrival_ms");
+  sub->add_option("--slo", o->slo,
+                  "With --requests: per-request thresholds for goodput, e.g. ttft:500ms,tpot:50ms "
+                  "(any of ttft, tpot, itl, e2e; ms or s)");
+  sub->add_option("--prefix-cache", *prefix_cache,
+                  "Reuse cached KV blocks of identical prompt prefixes: on or off")
+      ->capture_default_str();
   sub->add_option("--json", *json_path, "Write the full report as JSON");
   sub->add_option("--trace", ex->trace, "Write a Chrome/Perfetto trace (JSON)");
   sub->add_option("--csv", ex->csv, "Write the stage and op tables as CSV");
@@ -97,6 +127,48 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
   sub->add_option("--html", ex->html, "Write a self-contained HTML report");
   return [=]() -> int {
     // ---- everything that needs no model: flags, prompt text, output paths ----
+    const bool load =
+        sub->get_option("--requests")->count() > 0 || sub->get_option("--dataset")->count() > 0;
+    // --input / --output: a token count, or (under load) a distribution of them.
+    auto length = [&](const std::string& text, const char* flag, int64_t& n, std::string& dist) {
+      if (text.find(':') != std::string::npos) {
+        if (!load)
+          usage_error(std::string(flag) + " " + text +
+                      " is a distribution of lengths; it takes --requests N (one request has "
+                      "one length)");
+        dist = text;
+        return;
+      }
+      errno = 0;
+      char* end = nullptr;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || errno == ERANGE)
+        usage_error(std::string(flag) +
+                    " must be a token count or, with --requests, a distribution such as "
+                    "uniform:100:500 (got '" +
+                    text + "')");
+      n = v;
+    };
+    length(*input_text, "--input", o->input, o->input_dist);
+    length(*output_text, "--output", o->output, o->output_dist);
+    for (const char* f : {"--rate", "--arrival", "--burstiness", "--slo"})
+      if (!load && sub->get_option(f)->count() > 0)
+        usage_error(std::string(f) + " shapes the load of --requests N; add --requests");
+    if (!o->dataset.empty())
+      for (const char* f : {"--input", "--output"})
+        if (sub->get_option(f)->count() > 0)
+          usage_error(std::string(f) +
+                      " and --dataset both set lengths; the dataset's "
+                      "input_tokens/prompt and output_tokens are used, so drop " +
+                      f);
+    if (load && sub->get_option("--requests")->count() > 0 && o->requests < 1)
+      usage_error("--requests must be from 1 to 100000 (got " + std::to_string(o->requests) + ")");
+    if (*prefix_cache != "on" && *prefix_cache != "off")
+      usage_error("--prefix-cache must be on or off (got '" + *prefix_cache + "')");
+    o->prefix_cache = *prefix_cache == "on";
+    if (load) o->rate = workload::parse_rate(o->rate_text);
+    if (load && o->repeat == 0) o->repeat = 1;
+    if (load && !o->dataset.empty()) check_input_path(o->dataset, "--dataset");
     const bool given_prompt = sub->get_option("--prompt")->count() > 0;
     const bool given_file = sub->get_option("--prompt-file")->count() > 0;
     if (given_prompt && given_file) usage_error("give either --prompt or --prompt-file, not both");
@@ -139,8 +211,9 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
     for (const auto& [flag, path] : outputs)
       if (!path.empty()) check_writable(path, flag.c_str());
     check_distinct_outputs(outputs);
+    auto run = [load](const RunOptions& ro) { return load ? run_load(ro) : run_benchmark(ro); };
     if (dtypes.size() == 1) {
-      const RunReport r = run_benchmark(*o);
+      const RunReport r = run(*o);
       std::fputs(format_run_table(r).c_str(), stdout);
       if (!json_path->empty()) write_file_atomic(*json_path, report_to_json(r).dump(2) + "\n");
       write_exports(r, *ex);
@@ -156,7 +229,7 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
     for (const auto& d : dtypes) {
       RunOptions one = *o;
       one.dtype = d;
-      reports.push_back(run_benchmark(one));
+      reports.push_back(run(one));
       std::fputs(format_run_table(reports.back()).c_str(), stdout);
       std::fputs("\n", stdout);
       if (!json_path->empty())

@@ -172,6 +172,23 @@ void add_physics_checks(RunReport& r) {
     r.checks.push_back(
         {"error", "metrics.mbu", "MBU " + fmt_pct(m.mbu) + " is above 100%; " + kTimingHint});
 
+  if (r.load.is_object()) {
+    // Under load the metrics are medians over requests, not one request's: check each request.
+    for (const auto& q : r.requests) {
+      const double ttft = q.value("ttft_ms", 0.0), e2e = q.value("e2e_ms", 0.0);
+      const double queue = q["queue_ms"].is_number() ? q["queue_ms"].get<double>() : 0.0;
+      const std::string who = "requests[" + std::to_string(q.value("id", int64_t(-1))) + "]";
+      if (queue > ttft * 1.001 + 1e-6)
+        r.checks.push_back({"error", who + ".ttft_ms",
+                            "TTFT " + fmt_ms(ttft) + " is shorter than the queue time " +
+                                fmt_ms(queue) + " inside it; " + kTimingHint});
+      if (ttft > e2e * 1.001 + 1e-6)
+        r.checks.push_back(
+            {"error", who + ".e2e_ms",
+             "E2E " + fmt_ms(e2e) + " is shorter than TTFT " + fmt_ms(ttft) + "; " + kTimingHint});
+    }
+    return;
+  }
   // tokens/s against the step times they are derived from
   const double batch = double(std::max<int64_t>(1, r.run.batch));
   if (m.tpot_ms > 0)

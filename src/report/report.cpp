@@ -68,7 +68,8 @@ struct Writer {
     body(w);
   }
   template <class F>
-  void opaque(const char* name, const json& v, const Spec&, F&&) {
+  void opaque(const char* name, const json& v, const Spec& s, F&&) {
+    if (v.is_null() && (s.flags & kOptional)) return;
     j[name] = v;
   }
   template <class T>

@@ -14,7 +14,7 @@ namespace latprof {
 
 // Major.minor: major changes break readers, minor adds fields. The fields are described once, in
 // report_fields.hpp.
-inline constexpr const char* kSchemaVersion = "1.1";
+inline constexpr const char* kSchemaVersion = "1.2";
 inline constexpr int kSchemaMajor = 1;
 
 // The one distribution object of the report (JSON: count, mean, stddev, min, p50, p90, p95, p99,
@@ -142,6 +142,11 @@ struct RunReport {
   nlohmann::json profile;  // backend profile (kernels, counters), null if none
   std::string created_utc;
   std::vector<TraceEvent> timeline;  // median repeat; stages, decode steps and ops
+  // `run --requests` (latency under load): the load's settings, one object per request and the
+  // summary over them (report/requests.hpp); null in the single-request mode.
+  nlohmann::json load;
+  nlohmann::json requests;
+  nlohmann::json summary;
 };
 
 nlohmann::json report_to_json(const RunReport& r);

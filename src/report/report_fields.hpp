@@ -15,7 +15,8 @@
 //                                  struct, e.g. metrics.decode_step_fit of Metrics' flat fields)
 //   v.opaque(name, json, spec, docs)  a JSON object built elsewhere (tool, machine, setup, ...),
 //                                  copied verbatim; docs(d) documents its known fields for the
-//                                  schema and README with d(name, Doc<T>{}, spec)
+//                                  schema and README with d(name, Doc<T>{}, spec); with kArray an
+//                                  array of such objects; with kOptional not written when null
 //   v.derived(name, value, spec)   written, never read back (it follows from other fields)
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,7 @@ enum Flag : unsigned {
   kMin1 = 1u << 4,           // >= 1
   kPositive = 1u << 5,       // > 0
   kNullable = 1u << 6,       // an opaque object that may be null
+  kArray = 1u << 7,          // an opaque array of objects; docs describe each item's fields
 };
 
 struct Spec {
@@ -57,6 +59,11 @@ inline constexpr Doc<int64_t> kInteger{};
 inline constexpr Doc<bool> kBoolean{};
 inline constexpr Doc<std::vector<std::string>> kStrings{};
 inline constexpr Doc<nlohmann::json> kAny{};  // any object, its fields not described here
+inline constexpr Doc<std::vector<double>> kNumbers{};
+// A value of more than one JSON type (a number or "inf"), its type not constrained.
+struct Untyped {};
+inline constexpr Doc<Untyped> kUntyped{};
+inline constexpr Doc<Percentiles> kDistribution{};  // with kNullable: null when no samples
 
 // Records: types described by their own describe(), named in the schema's $defs.
 template <class T>
@@ -108,7 +115,9 @@ void describe(V& v, P& p) {
 template <class V, Same<Row> R>
 void describe(V& v, R& r) {
   v("name", r.name,
-    {"", "stage (tokenize, prefill, sample, decode, detokenize, serialize) or op name"});
+    {"",
+     "stage (tokenize, prefill, sample, decode, detokenize, serialize; with --requests "
+     "prefill, decode, sample, detokenize, idle) or op name"});
   v("stage", r.stage, {"", "ops only: the stage the op ran in", kOmitEmpty});
   v("time_ms", r.time_ms,
     {"ms", "measured time per request, in the repeat with the median end-to-end time", kMin0});
@@ -371,6 +380,88 @@ void describe(V& v, R& r) {
   v("steps", r.steps,
     {"", "the engine's steps in the median repeat (prefill and decode tokens, KV use, time)",
      kOptional});
+  v.opaque(
+      "load", r.load,
+      {"", "run --requests: the load's settings (absent in the single-request mode)", kOptional},
+      [](auto& d) {
+        d("requests", kInteger, {"count", "requests sent", kMin1});
+        d("rate", kUntyped, {"request/s", "requests per second, or \"inf\" (all at once)"});
+        d("arrival", kString, {"", "arrival process", 0, "poisson|gamma|constant"});
+        d("burstiness", kNumber, {"", "gamma shape (1: Poisson; below 1: burstier)"});
+        d("input", kString, {"token", "prompt length: a number or a distribution"});
+        d("output", kString, {"token", "output length: a number or a distribution"});
+        d("dataset", kString, {"", "the JSON Lines dataset; null: synthetic", kNullWhenEmpty});
+        d("slo", kString, {"", "per-request thresholds as given; null: none", kNullWhenEmpty});
+        d("prefix_cache", kBoolean, {"", "automatic prefix caching on"});
+        d("duration_ms", kNumber, {"ms", "the run: first arrival to last token", kMin0});
+      });
+  v.opaque(
+      "requests", r.requests,
+      {"", "run --requests: one object per request, by id (absent otherwise)", kOptional | kArray},
+      [](auto& d) {
+        d("id", kInteger, {"", "request number, from 0", kMin0});
+        d("input_tokens", kInteger, {"token", "prompt tokens, with BOS", kMin1});
+        d("output_tokens", kInteger, {"token", "tokens generated", kMin0});
+        d("arrival_ms", kNumber,
+          {"ms", "when it arrived, from the first arrival (host clock)", kMin0});
+        d("queue_ms", kNumber,
+          {"ms", "arrival to the start of its first engine step; null when not known", kMin0});
+        d("ttft_ms", kNumber, {"ms", "arrival to its first token in host memory", kMin0});
+        d("tpot_ms", kNumber,
+          {"ms", "(last token - first token) / (tokens - 1); null with one token", kMin0});
+        d("e2e_ms", kNumber, {"ms", "arrival to its last token", kMin0});
+        d("itl_ms", kNumbers, {"ms", "the gaps between its successive tokens"});
+        d("preemptions", kInteger, {"count", "times it was preempted and recomputed", kMin0});
+        d("prefix_hit_tokens", kInteger,
+          {"token", "prompt tokens found in the prefix cache", kMin0});
+        d("slo_met", kBoolean, {"", "every --slo threshold held (true when none is set)"});
+        d.object("classes_ms",
+                 {"ms",
+                  "the four latency classes (README, \"Latency classes\"); they add up to "
+                  "e2e_ms; null where not known",
+                  kNullable},
+                 [](auto& e) {
+                   e("compute", kNumber, {"ms", "own work bound by compute (and host work)"});
+                   e("memory", kNumber, {"ms", "own work bound by memory bandwidth"});
+                   e("communication", kNumber, {"ms", "between devices; 0 on one device"});
+                   e("scheduling", kNumber,
+                     {"ms", "the rest: queueing, sharing steps, waiting between steps"});
+                 });
+      });
+  v.opaque(
+      "summary", r.summary,
+      {"", "run --requests: the load's figures over its requests (absent otherwise)", kOptional},
+      [](auto& d) {
+        d("requests", kInteger, {"count", "requests finished", kMin0});
+        d("ttft_ms", kDistribution, {"ms", "distribution of ttft_ms over the requests", kNullable});
+        d("tpot_ms", kDistribution,
+          {"ms", "distribution of tpot_ms (requests with 2+ tokens)", kNullable});
+        d("itl_ms", kDistribution,
+          {"ms", "distribution of every request's token gaps, pooled", kNullable});
+        d("e2e_ms", kDistribution, {"ms", "distribution of e2e_ms", kNullable});
+        d("queue_ms", kDistribution, {"ms", "distribution of queue_ms", kNullable});
+        d("duration_s", kNumber, {"s", "first arrival to last finish", kMin0});
+        d("request_throughput", kNumber, {"request/s", "requests / duration_s", kMin0});
+        d("output_tokens_per_s", kNumber, {"token/s", "output tokens / duration_s", kMin0});
+        d("goodput", kNumber,
+          {"request/s", "requests meeting every --slo threshold / duration_s", kMin0});
+        d("slo_attainment", kNumber, {"1", "share of requests meeting every threshold", kMin0});
+        d("slo", kString, {"", "the thresholds as given; null: none", kNullWhenEmpty});
+        d("preemptions", kInteger, {"count", "preemptions over all requests", kMin0});
+        d("prefix_hit_tokens", kInteger,
+          {"token", "prompt tokens served from the prefix cache", kMin0});
+        d.object("classes_ms",
+                 {"ms",
+                  "per latency class, its distribution over the requests; null where "
+                  "not known",
+                  kNullable},
+                 [](auto& e) {
+                   e("compute", kDistribution, {"ms", "compute", kNullable});
+                   e("memory", kDistribution, {"ms", "memory", kNullable});
+                   e("communication", kDistribution, {"ms", "communication", kNullable});
+                   e("scheduling", kDistribution, {"ms", "scheduling", kNullable});
+                 });
+      });
   v("checks", r.checks, {"", "physics checks"});
   v("notes", r.notes, {"", "how figures were obtained (clock, graphs, counters, caveats)"});
   v.opaque("profile", r.profile,

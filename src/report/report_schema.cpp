@@ -64,9 +64,12 @@ struct SchemaGen {
       bounds(o, s);
     } else if constexpr (std::is_same_v<T, json>) {
       o["type"] = s.flags & kNullable ? json::array({"object", "null"}) : json("object");
+    } else if constexpr (std::is_same_v<T, Untyped>) {
+      o = json::object();
     } else if constexpr (is_record_v<T>) {
       define<T>();
       o["$ref"] = std::string("#/$defs/") + Record<T>::name;
+      if (s.flags & kNullable) o = {{"oneOf", json::array({std::move(o), json{{"type", "null"}}})}};
     } else if constexpr (IsVector<T>::value) {
       Spec item = s;
       item.flags &= ~(kOptional | kOmitEmpty);
@@ -119,7 +122,13 @@ struct SchemaGen {
   }
   template <class F>
   void opaque(const char* name, const json&, const Spec& s, F&& docs) {
-    object(name, s, docs);
+    if (!(s.flags & kArray)) return object(name, s, docs);
+    json item = {{"type", "object"}};
+    SchemaGen g{item, defs};
+    docs(g);
+    json o = {{"type", s.flags & kNullable ? json::array({"array", "null"}) : json("array")},
+              {"items", std::move(item)}};
+    add(name, std::move(o), s);
   }
 };
 
@@ -146,9 +155,12 @@ struct MarkdownGen {
       return "integer";
     else if constexpr (std::is_same_v<T, json>)
       return s.flags & kNullable ? "object or null" : "object";
+    else if constexpr (std::is_same_v<T, Untyped>)
+      return "number or string";
     else if constexpr (is_record_v<T>) {
       std::string link = "[";
       link.append(Record<T>::name).append("](#").append(Record<T>::name).append("-object)");
+      if (s.flags & kNullable) link += " or null";
       return link;
     } else if constexpr (IsVector<T>::value)
       return type_name<typename T::value_type>(s) + "[]";
@@ -190,7 +202,10 @@ struct MarkdownGen {
   }
   template <class F>
   void opaque(const char* name, const json&, const Spec& s, F&& docs) {
-    object(name, s, docs);
+    if (!(s.flags & kArray)) return object(name, s, docs);
+    line(name, s.flags & kNullable ? "object[] or null" : "object[]", s);
+    MarkdownGen sub{prefix + name + "[].", lines};
+    docs(sub);
   }
 };
 

@@ -113,12 +113,71 @@ std::vector<std::string> verdict_lines(const RunReport& r) {
   return out;
 }
 
+namespace {
+
+// A number of a JSON object, 0 when absent or null.
+double num(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+
+// The load's figures (run --requests): latencies over the requests and the latency classes.
+std::string format_load(const RunReport& r) {
+  std::ostringstream o;
+  const nlohmann::json& s = r.summary;
+  Table t({"per request", "mean", "p50", "p90", "p99", "max"}, "lrrrrr");
+  for (const auto& [key, label] : {std::pair{"ttft_ms", "TTFT"},
+                                   {"tpot_ms", "TPOT"},
+                                   {"itl_ms", "ITL"},
+                                   {"e2e_ms", "E2E"},
+                                   {"queue_ms", "queue"}}) {
+    const nlohmann::json& d = s.value(key, nlohmann::json());
+    if (!d.is_object()) {
+      t.add({label, "-", "-", "-", "-", "-"});
+      continue;
+    }
+    t.add({label, fmt_ms(num(d, "mean")), fmt_ms(num(d, "p50")), fmt_ms(num(d, "p90")),
+           fmt_ms(num(d, "p99")), fmt_ms(num(d, "max"))});
+  }
+  const nlohmann::json& c = s.value("classes_ms", nlohmann::json());
+  if (c.is_object()) {
+    t.rule();
+    for (const char* k : {"compute", "memory", "communication", "scheduling"}) {
+      const nlohmann::json& d = c.value(k, nlohmann::json());
+      t.add({std::string("class: ") + k, fmt_ms(num(d, "mean")), fmt_ms(num(d, "p50")),
+             fmt_ms(num(d, "p90")), fmt_ms(num(d, "p99")), fmt_ms(num(d, "max"))});
+    }
+  }
+  o << t.str();
+  o << fmt_fixed(num(s, "request_throughput"), 2) << " req/s   "
+    << fmt_fixed(num(s, "output_tokens_per_s"), 1) << " output tok/s   goodput "
+    << fmt_fixed(num(s, "goodput"), 2) << " req/s";
+  if (s.contains("slo") && s["slo"].is_string())
+    o << " (SLO " << s["slo"].get<std::string>() << ": " << fmt_pct(num(s, "slo_attainment"))
+      << " of requests)";
+  o << "   preemptions " << int64_t(num(s, "preemptions")) << "   prefix-cache hits "
+    << int64_t(num(s, "prefix_hit_tokens")) << " tokens\n\n";
+  return o.str();
+}
+
+}  // namespace
+
 std::string format_run_table(const RunReport& r) {
   std::ostringstream o;
   const RunInfo& ri = r.run;
-  o << "latprof run: " << ri.model << " " << ri.dtype << " on " << ri.backend << " (" << ri.device
-    << "), input " << ri.input_tokens << ", output " << ri.output_tokens << ", batch " << ri.batch
-    << ", " << ri.repeat << " repeat(s)";
+  const bool load = r.load.is_object();
+  if (load) {
+    const nlohmann::json& l = r.load;
+    o << "latprof run --requests: " << ri.model << " " << ri.dtype << " on " << ri.backend << " ("
+      << ri.device << "), " << int64_t(num(l, "requests")) << " requests, rate "
+      << (l["rate"].is_string() ? l["rate"].get<std::string>() : fmt_fixed(num(l, "rate"), 2))
+      << "/s (" << l.value("arrival", std::string()) << "), input "
+      << l.value("input", std::string()) << ", output " << l.value("output", std::string())
+      << ", at most " << ri.batch << " sequences in a step";
+  } else {
+    o << "latprof run: " << ri.model << " " << ri.dtype << " on " << ri.backend << " (" << ri.device
+      << "), input " << ri.input_tokens << ", output " << ri.output_tokens << ", batch " << ri.batch
+      << ", " << ri.repeat << " repeat(s)";
+  }
   const bool spread = ri.repeat > 1;
   if (spread) o << ": tables show the repeat with the median E2E; range: fastest..slowest repeat";
   o << "\n";
@@ -141,8 +200,11 @@ std::string format_run_table(const RunReport& r) {
                 2, spread, range(s.time_min_ms, s.time_max_ms)));
   }
   st.rule();
-  st.add(with({"end-to-end", fmt_ms(r.metrics.e2e_ms), "100%", "", "", "", "", "", "", ""}, 2,
-              spread, range(r.metrics.e2e_repeats_ms.min, r.metrics.e2e_repeats_ms.max)));
+  if (load)
+    st.add({"run", fmt_ms(num(r.load, "duration_ms")), "100%", "", "", "", "", "", "", ""});
+  else
+    st.add(with({"end-to-end", fmt_ms(r.metrics.e2e_ms), "100%", "", "", "", "", "", "", ""}, 2,
+                spread, range(r.metrics.e2e_repeats_ms.min, r.metrics.e2e_repeats_ms.max)));
   o << st.str() << "\n";
 
   Table ot(with({"stage", "op", "time", "share", "FLOPs", "bytes", "FLOP/B", "bound", "achieved",
@@ -163,6 +225,18 @@ std::string format_run_table(const RunReport& r) {
   o << ot.str() << "\n";
 
   const Metrics& m = r.metrics;
+  if (load) {
+    o << format_load(r);
+    for (const auto& c : r.checks)
+      o << (c.level == "error"     ? "CHECK FAILED"
+            : c.level == "warning" ? "warning"
+                                   : "note")
+        << " (" << c.subject << "): " << c.message << "\n";
+    for (const auto& n : r.notes) o << "note: " << n << "\n";
+    o << "(times measured; FLOPs, bytes and floors from the cost model; latency classes from "
+         "both, see README)\n";
+    return o.str();
+  }
   o << "TTFT " << fmt_ms(m.ttft_ms) << "   TPOT " << fmt_ms(m.tpot_ms) << "   E2E "
     << fmt_ms(m.e2e_ms) << "   ITL p50 " << fmt_ms(m.itl_ms.p50) << " p95 " << fmt_ms(m.itl_ms.p95)
     << " p99 " << fmt_ms(m.itl_ms.p99) << " max " << fmt_ms(m.itl_ms.max) << "\n";

@@ -336,6 +336,13 @@ std::vector<std::string> prompts_for(const RunOptions& o, const Tokenizer& tok, 
 
 EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
                                  int64_t n_in) {
+  return engine_shape_for(o, cfg, b,
+                          std::vector<RequestShape>(size_t(std::max<int64_t>(o.batch, 1)),
+                                                    RequestShape{n_in, o.output}));
+}
+
+EngineShape engine_shape_for(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
+                             const std::vector<RequestShape>& reqs) {
   if (o.kv_block_size < 1 || o.kv_block_size > 4096 ||
       (o.kv_block_size & (o.kv_block_size - 1)) != 0)
     usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
@@ -349,29 +356,47 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
     usage_error("--max-model-len must be from 2 to the model's context of " +
                 std::to_string(cfg.max_seq_len) + " tokens (got " +
                 std::to_string(o.max_model_len) + ")");
+  LATPROF_ASSERT(!reqs.empty(), "an engine shape for no requests");
   EngineShape e;
   e.block_size = o.kv_block_size;
   e.max_model_len = o.max_model_len > 0 ? o.max_model_len : cfg.max_seq_len;
   const int64_t budget = o.max_batched_tokens, seqs = o.max_seqs;
-  // No step of this run holds more than every prompt token, or more sequences than the batch.
-  e.max_step_tokens = std::min(budget, std::max(o.batch * n_in, o.batch));
-  e.max_seqs = std::min(seqs, o.batch);
+  const int64_t n = int64_t(reqs.size());
+  // No step of this run holds more than every prompt token, or more sequences than requests.
+  int64_t prompt_tokens = 0;
+  for (const RequestShape& r : reqs)
+    prompt_tokens = checked_add(prompt_tokens, r.prompt, "prompts");
+  e.max_step_tokens = std::min(budget, std::max(prompt_tokens, n));
+  e.max_seqs = std::min(seqs, n);
   // A request's last token is sampled, never written to the cache.
-  const int64_t per_request = (n_in + o.output - 1 + e.block_size - 1) / e.block_size;
+  auto blocks_of = [&](const RequestShape& r) {
+    return (r.prompt + r.output - 1 + e.block_size - 1) / e.block_size;
+  };
+  std::vector<int64_t> need;
+  for (const RequestShape& r : reqs) need.push_back(blocks_of(r));
+  std::sort(need.begin(), need.end(), std::greater<>());
+  const int64_t largest = need.front();
+  const RequestShape& big = *std::max_element(
+      reqs.begin(), reqs.end(),
+      [&](const RequestShape& a, const RequestShape& c) { return blocks_of(a) < blocks_of(c); });
   if (o.kv_cache_memory.empty()) {
-    e.kv_blocks = o.batch * per_request;
+    // What the run needs: at most max_seqs requests run together, so the pool holds the largest
+    // max_seqs of them at their full length (no request is ever preempted).
+    e.kv_blocks = 0;
+    for (int64_t i = 0; i < std::min(n, e.max_seqs); ++i)
+      e.kv_blocks = checked_add(e.kv_blocks, need[size_t(i)], "KV blocks");
   } else {
     const Precision p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
     const double block_bytes = kv_bytes_per_token(cfg, p) * double(e.block_size);
     const double blocks =
         std::floor(parse_bytes(o.kv_cache_memory, "--kv-cache-memory") / block_bytes);
     e.kv_blocks = int64_t(std::min(blocks, double(std::numeric_limits<int32_t>::max())));
-    if (e.kv_blocks < per_request)
+    if (e.kv_blocks < largest)
       usage_error("--kv-cache-memory " + o.kv_cache_memory + " holds " +
                   std::to_string(e.kv_blocks) + " KV blocks of " + std::to_string(e.block_size) +
                   " tokens (" + fmt_bytes(block_bytes) + " each), but one request of " +
-                  std::to_string(n_in) + " + " + std::to_string(o.output) + " tokens needs " +
-                  std::to_string(per_request) + "; give it more memory");
+                  std::to_string(big.prompt) + " + " + std::to_string(big.output) +
+                  " tokens needs " + std::to_string(largest) + "; give it more memory");
   }
   // What the scheduler would refuse (longer than --max-model-len, more blocks than the pool):
   // refused now, before anything is allocated. A pool past int32 positions is left to the
@@ -379,7 +404,7 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
   if (e.kv_blocks > std::numeric_limits<int32_t>::max() / e.block_size) return e;
   engine::BlockPool pool(e.kv_blocks, e.block_size);
   engine::Scheduler probe({budget, seqs, e.max_model_len}, pool);
-  probe.check_admissible(n_in, o.output);
+  for (const RequestShape& r : reqs) probe.check_admissible(r.prompt, r.output);
   return e;
 }
 

@@ -38,6 +38,18 @@ struct RunOptions {
   int64_t max_model_len = 0;          // positions of one request; 0: the model's context
   int64_t max_batched_tokens = 8192;  // tokens per step, prefill chunks and decodes together
   int64_t max_seqs = 256;             // sequences per step
+  // Latency under load (see README, "Latency under load"): requests > 0 sends that many requests
+  // into the engine at their arrival times instead of repeating one request.
+  int64_t requests = 0;
+  double rate = 0;  // requests per second; infinity: all at once (parsed from --rate)
+  std::string rate_text = "inf";
+  std::string arrival = "poisson";
+  double burstiness = 1.0;
+  std::string input_dist;   // --input as a distribution ("uniform:100:500"); "": the number
+  std::string output_dist;  // --output likewise
+  std::string dataset;      // JSON Lines with input_tokens/prompt and output_tokens per line
+  std::string slo;          // "ttft:500ms,tpot:50ms"
+  bool prefix_cache = false;
   std::vector<std::string> argv;
 };
 
@@ -52,7 +64,16 @@ void validate_run_options(const RunOptions& o, int64_t max_seq_len);
 // Throws UsageError when the engine flags are out of range or the run's requests cannot fit.
 EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
                                  int64_t n_in);
+// The engine's shape for a set of requests (prompt and output tokens each) of which at most
+// --max-seqs run together; the default KV pool holds the largest --max-seqs of them whole.
+struct RequestShape {
+  int64_t prompt = 0, output = 0;
+};
+EngineShape engine_shape_for(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
+                             const std::vector<RequestShape>& reqs);
 
 RunReport run_benchmark(const RunOptions& o);
+// `run --requests N`: N requests arriving by the load shape into the engine; one timed run.
+RunReport run_load(const RunOptions& o);
 
 }  // namespace latprof
