@@ -34,6 +34,11 @@ int32_t BlockPool::ref_count(int32_t block) const {
   return ref_[size_t(block)];
 }
 
+bool BlockPool::is_cached(int32_t block) const {
+  LATPROF_ASSERT(block >= 0 && block < num_blocks(), "no block " + std::to_string(block));
+  return entry_[size_t(block)].cached;
+}
+
 bool BlockPool::allocate(int64_t n, std::vector<int32_t>& table) {
   LATPROF_ASSERT(n >= 0, "negative block count");
   if (n > num_free()) return false;

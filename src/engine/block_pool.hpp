@@ -37,6 +37,7 @@ class BlockPool {
   int64_t num_cached() const { return int64_t(cached_.size()); }
   int64_t num_evictable() const { return num_evictable_; }
   int32_t ref_count(int32_t block) const;
+  bool is_cached(int32_t block) const;  // registered under a hash (referenced or evictable)
 
   // Blocks that hold `tokens` positions.
   int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }

@@ -105,16 +105,16 @@ std::vector<int32_t> Scheduler::cached_prefix(Request& r) {
   return hits;
 }
 
-void Scheduler::register_full_blocks(Request& r) {
+void Scheduler::register_full_blocks(Request& r, int64_t computed) {
   const int64_t bs = pool_.block_size();
-  const int64_t full = r.num_computed / bs;
+  const int64_t full = computed / bs;
   if (full <= r.registered_blocks) return;
   hash_blocks(r, full);
   for (int64_t i = r.registered_blocks; i < full; ++i) {
     for (int64_t k = 0; k < bs; ++k) block_tokens_[size_t(k)] = r.token_at(i * bs + k);
     const uint64_t parent = i > 0 ? r.block_hashes[size_t(i - 1)] : 0;
-    // False when an equal block is cached already (computed by another request in the same
-    // steps): this one stays a private copy, freed when r releases it.
+    // False when an equal block is cached already (e.g. the block of a request's last prompt
+    // token, computed again): this one stays a private copy, freed when r releases it.
     pool_.register_block(r.blocks[size_t(i)], r.block_hashes[size_t(i)], parent,
                          block_tokens_.data());
   }
@@ -134,6 +134,10 @@ StepPlan Scheduler::schedule() {
     (s.prefill ? plan.prefill_tokens : plan.decode_tokens) += n;
     plan.seqs.push_back(s);
     budget -= n;
+    // The blocks this step fills are registered now, as vLLM V1 does, so that a request planned
+    // later in this step already shares them: a backend stores every KV row of a step before
+    // any attention of it reads the cache (Backend::attention).
+    if (cfg_.enable_prefix_caching) register_full_blocks(r, r.num_computed + n);
   };
 
   // Running requests first, oldest first: decodes (one token) and unfinished chunked prefills.
@@ -201,7 +205,6 @@ std::vector<int64_t> Scheduler::complete(const StepPlan& plan,
     LATPROF_ASSERT(r.state == RequestState::running && r.num_computed == s.start,
                    "step result for request " + std::to_string(r.id) + " out of order");
     r.num_computed += s.num_tokens;
-    if (cfg_.enable_prefix_caching) register_full_blocks(r);
     if (!s.sample) continue;
     LATPROF_ASSERT(next < sampled.size(), "fewer sampled tokens than sequences that sample");
     r.output.push_back(sampled[next++]);

@@ -13,7 +13,8 @@
 // (first time or after a preemption) starts after the longest run of its leading full blocks
 // found in the pool's cache (a hash chain over full blocks): it shares those blocks and computes
 // only the rest, always at least its last known token, whose logits give its next token. Every
-// block a step fills (prompt or generated tokens) is registered for later requests.
+// full block a step fills (prompt or generated tokens) is registered when the step is planned,
+// as vLLM V1 does: a request planned after it in the same step already shares it.
 //
 // The scheduler knows token ids and counts, never timings or the model: schedule() returns a
 // plain StepPlan that a model runner executes, and complete() takes the tokens it sampled.
@@ -119,10 +120,11 @@ class Scheduler {
   bool reserve(Request& r, int64_t n);
   void preempt(Request& r);
   // Prefix caching: extends r.block_hashes to its first n full blocks; the cached blocks of its
-  // longest cached prefix (never its last known token); registers the blocks it has filled.
+  // longest cached prefix (never its last known token); registers its full blocks of the first
+  // `computed` positions.
   void hash_blocks(Request& r, int64_t n);
   std::vector<int32_t> cached_prefix(Request& r);
-  void register_full_blocks(Request& r);
+  void register_full_blocks(Request& r, int64_t computed);
 
   SchedulerConfig cfg_;
   BlockPool& pool_;

@@ -108,6 +108,27 @@ TEST(PrefixBlockPool, HashChainSeparatesEqualTokensUnderDifferentParents) {
   EXPECT_NE(BlockPool::block_hash(0, z.data(), 4), h[0]);
 }
 
+TEST(PrefixBlockPool, HashesOfNearbyBlocksAreDistinct) {
+  // Blocks one token apart (every position, 4096 values) and equal blocks under 4096 parents:
+  // a weak mix (a token ignored, a sum of tokens, a parent dropped) collides here.
+  std::set<uint64_t> seen;
+  std::vector<int32_t> t(16, 7);
+  for (int64_t pos = 0; pos < 16; ++pos)
+    for (int32_t v = 0; v < 4096; ++v) {
+      std::vector<int32_t> u = t;
+      u[size_t(pos)] = v;
+      seen.insert(BlockPool::block_hash(0, u.data(), 16));
+    }
+  EXPECT_EQ(seen.size(), size_t(16 * 4096 - 15));  // the all-7 block is counted once per pos
+  seen.clear();
+  for (uint64_t parent = 0; parent < 4096; ++parent)
+    seen.insert(BlockPool::block_hash(parent, t.data(), 16));
+  EXPECT_EQ(seen.size(), 4096u);
+  // Swapping two tokens changes the hash.
+  std::vector<int32_t> a{1, 2, 3, 4}, b{2, 1, 3, 4};
+  EXPECT_NE(BlockPool::block_hash(0, a.data(), 4), BlockPool::block_hash(0, b.data(), 4));
+}
+
 TEST(PrefixBlockPool, EvictsLeastRecentlyReleasedTailFirstAndOnlyWhenNeeded) {
   BlockPool pool(6, 2);
   std::vector<int32_t> a, b;
@@ -176,21 +197,34 @@ int32_t fake_next(const Request& r) {
   return int32_t(h % 32000);
 }
 
-// Runs one step; checks that it writes no shared block and that blocks cover what it writes.
+// Runs one step; checks that blocks cover what it writes and that no block is written by two
+// requests (a request writes only past the prefix it found cached).
 StepPlan step(Scheduler& s) {
   StepPlan p = s.schedule();
   std::vector<int32_t> sampled;
   const int64_t bs = s.pool().block_size();
+  std::map<int32_t, int64_t> writer;
   for (const auto& q : p.seqs) {
     const Request& r = s.request(q.request_id);
     EXPECT_EQ(q.start, r.num_computed);
     EXPECT_GE(int64_t(r.blocks.size()) * bs, q.start + q.num_tokens);
-    for (int64_t b = q.start / bs; b < s.pool().blocks_for(q.start + q.num_tokens); ++b)
-      EXPECT_EQ(s.pool().ref_count(r.blocks[size_t(b)]), 1)
-          << "request " << r.id << " writes shared block " << r.blocks[size_t(b)];
+    for (int64_t b = q.start / bs; b < s.pool().blocks_for(q.start + q.num_tokens); ++b) {
+      const auto [it, fresh] = writer.emplace(r.blocks[size_t(b)], r.id);
+      EXPECT_TRUE(fresh) << "block " << it->first << " written by requests " << it->second
+                         << " and " << r.id;
+    }
     if (q.sample) sampled.push_back(fake_next(r));
   }
   if (!p.empty()) s.complete(p, sampled);
+  // Only blocks whose every position is computed are cached.
+  for (const auto& q : p.seqs) {
+    const Request& r = s.request(q.request_id);
+    for (size_t i = 0; i < r.blocks.size(); ++i)
+      if (s.pool().is_cached(r.blocks[i])) {
+        EXPECT_LE(int64_t(i + 1) * bs, r.num_computed)
+            << "request " << r.id << " block " << i << " cached before it is full";
+      }
+  }
   return p;
 }
 
@@ -266,6 +300,29 @@ TEST(PrefixScheduler, SecondRequestSharesATwoBlockPrefixAndComputesOnlyTheRest) 
   EXPECT_EQ(s.request(2).prefix_hit_tokens, 16);
   drive(s);
   EXPECT_EQ(s.request(2).output, alone(p2, 2));
+}
+
+TEST(PrefixScheduler, RequestsPlannedInOneStepShareWhatAnEarlierOneFillsInIt) {
+  // As vLLM V1: blocks are registered when the step that fills them is planned.
+  BlockPool pool(64, 16);
+  Scheduler s(caching(512, 8, 1024), pool);
+  const auto shared = tokens(32, 6);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(concat(shared, tokens(8 + i, 60 + i)));
+    s.add(i, prompts.back(), 3);
+  }
+  const StepPlan p = step(s);
+  ASSERT_EQ(p.seqs.size(), 3u);
+  EXPECT_EQ(p.seqs[0].start, 0);
+  EXPECT_EQ(p.seqs[1].start, 32);
+  EXPECT_EQ(p.seqs[2].start, 32);
+  EXPECT_EQ(p.prefill_tokens, 40 + 9 + 10);
+  EXPECT_EQ(pool.ref_count(s.request(0).blocks[0]), 3);
+  drive(s);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(s.request(i).output, alone(prompts[size_t(i)], 3)) << i;
+  EXPECT_EQ(s.prefix_cache_stats().hits, 64);
+  EXPECT_EQ(pool.num_free(), pool.num_blocks());
 }
 
 TEST(PrefixScheduler, TheLastKnownTokenIsAlwaysComputed) {
@@ -473,7 +530,8 @@ std::vector<int32_t> seq(int64_t n, int64_t seed, int64_t vocab) {
 }
 
 Outcome run_engine(const ModelConfig& cfg, OpenedModel& om, const std::vector<Req>& reqs,
-                   bool prefix_caching, int64_t kv_blocks, int64_t block_size) {
+                   bool prefix_caching, int64_t kv_blocks, int64_t block_size,
+                   int64_t budget = 128) {
   auto b = make_cpu_backend(BackendOptions{});
   EngineShape es;
   es.block_size = block_size;
@@ -486,7 +544,7 @@ Outcome run_engine(const ModelConfig& cfg, OpenedModel& om, const std::vector<Re
   Profiler prof(*b);
   Recorder rec(m, prof);
   engine::BlockPool pool(kv_blocks, block_size);
-  engine::SchedulerConfig sc{128, 16, 128};
+  engine::SchedulerConfig sc{budget, 16, 128};
   sc.enable_prefix_caching = prefix_caching;
   double t = 0;  // one ms per clock read: arrivals interleave with steps deterministically
   engine::Engine eng(sc, pool, rec, {[&] { return t += 1; }, [&](double x) { t = x; }});
@@ -538,10 +596,11 @@ TEST_P(PrefixCacheModel, SharedPrefixesGiveTheSameLogitsWithTheCacheOnAndOff) {
   OpenedModel om = open_model("tiny", 21);
   ModelConfig cfg = om.config;
   cfg.sliding_window = GetParam().window;
-  // Request 0 fills the cache; the others arrive while it decodes (sharing its 2 or 3 prefix
-  // blocks of 8) or after it finished (blocks cached, nobody holding them); request 4 shares a
-  // different prefix; request 5 repeats request 0's whole prompt.
-  const std::vector<Req> reqs = {{24, 1, 5, 11, 8, 0},   {24, 1, 9, 12, 6, 3},
+  // Request 0 fills the cache; request 1 shares its 3 prefix blocks of 8 in the same step (they
+  // are written and read in one forward pass), request 2 two of them while request 0 decodes,
+  // request 3 after all finished (blocks cached, nobody holding them); request 4 has a prefix of
+  // its own; request 5 repeats request 0's whole prompt.
+  const std::vector<Req> reqs = {{24, 1, 5, 11, 8, 0},   {24, 1, 9, 12, 6, 0},
                                  {16, 1, 3, 13, 5, 3},   {24, 1, 1, 14, 4, 200},
                                  {17, 2, 6, 15, 5, 200}, {24, 1, 5, 11, 4, 200}};
   const Outcome off = run_engine(cfg, om, reqs, false, 64, 8);
@@ -558,6 +617,11 @@ TEST_P(PrefixCacheModel, SharedPrefixesGiveTheSameLogitsWithTheCacheOnAndOff) {
   EXPECT_EQ(on.stats.hits, 24 + 16 + 24 + 24);
   EXPECT_EQ(on.stats.requests, 6);
   EXPECT_EQ(off.stats.requests, 0);
+  // With 12-token chunks: cached prefixes followed by chunked prefills of the rest.
+  const Outcome chunked = run_engine(cfg, om, reqs, true, 64, 8, 12);
+  EXPECT_TRUE(chunked.leak_free);
+  EXPECT_GE(chunked.stats.hits, 16 + 24 + 24);
+  expect_same(chunked, off, reqs);
 }
 
 TEST_P(PrefixCacheModel, PreemptedRequestsRecomputeFromTheCacheToTheSameTokens) {
