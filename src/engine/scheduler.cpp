@@ -76,14 +76,19 @@ void Scheduler::preempt(Request& r) {
   waiting_.push_front(r.id);
 }
 
+const int32_t* Scheduler::block_tokens(const Request& r, int64_t i) {
+  const int64_t bs = pool_.block_size();
+  block_tokens_.resize(size_t(bs));
+  for (int64_t k = 0; k < bs; ++k) block_tokens_[size_t(k)] = r.token_at(i * bs + k);
+  return block_tokens_.data();
+}
+
 void Scheduler::hash_blocks(Request& r, int64_t n) {
   const int64_t bs = pool_.block_size();
   LATPROF_ASSERT(n * bs <= r.num_tokens(), "hashing a block that is not full");
-  block_tokens_.resize(size_t(bs));
   for (int64_t i = int64_t(r.block_hashes.size()); i < n; ++i) {
-    for (int64_t k = 0; k < bs; ++k) block_tokens_[size_t(k)] = r.token_at(i * bs + k);
     const uint64_t parent = i > 0 ? r.block_hashes[size_t(i - 1)] : 0;
-    r.block_hashes.push_back(BlockPool::block_hash(parent, block_tokens_.data(), bs));
+    r.block_hashes.push_back(BlockPool::block_hash(parent, block_tokens(r, i), bs));
   }
 }
 
@@ -96,9 +101,8 @@ std::vector<int32_t> Scheduler::cached_prefix(Request& r) {
   hash_blocks(r, max_blocks);
   std::vector<int32_t> hits;
   for (int64_t i = 0; i < max_blocks; ++i) {
-    for (int64_t k = 0; k < bs; ++k) block_tokens_[size_t(k)] = r.token_at(i * bs + k);
     const uint64_t parent = i > 0 ? r.block_hashes[size_t(i - 1)] : 0;
-    const int32_t b = pool_.lookup(r.block_hashes[size_t(i)], parent, block_tokens_.data());
+    const int32_t b = pool_.lookup(r.block_hashes[size_t(i)], parent, block_tokens(r, i));
     if (b < 0) break;
     hits.push_back(b);
   }
@@ -111,12 +115,11 @@ void Scheduler::register_full_blocks(Request& r, int64_t computed) {
   if (full <= r.registered_blocks) return;
   hash_blocks(r, full);
   for (int64_t i = r.registered_blocks; i < full; ++i) {
-    for (int64_t k = 0; k < bs; ++k) block_tokens_[size_t(k)] = r.token_at(i * bs + k);
     const uint64_t parent = i > 0 ? r.block_hashes[size_t(i - 1)] : 0;
     // False when an equal block is cached already (e.g. the block of a request's last prompt
     // token, computed again): this one stays a private copy, freed when r releases it.
     pool_.register_block(r.blocks[size_t(i)], r.block_hashes[size_t(i)], parent,
-                         block_tokens_.data());
+                         block_tokens(r, i));
   }
   r.registered_blocks = full;
 }

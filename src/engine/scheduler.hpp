@@ -123,6 +123,7 @@ class Scheduler {
   // longest cached prefix (never its last known token); registers its full blocks of the first
   // `computed` positions.
   void hash_blocks(Request& r, int64_t n);
+  const int32_t* block_tokens(const Request& r, int64_t i);  // block i's ids (in a scratch)
   std::vector<int32_t> cached_prefix(Request& r);
   void register_full_blocks(Request& r, int64_t computed);
 
