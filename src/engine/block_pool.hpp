@@ -11,7 +11,8 @@
 // released stays cached in an LRU queue of evictable blocks; allocate() takes never-cached free
 // blocks first and evicts the least recently released cached ones (dropping their hash) only
 // when those run out. The pool keeps each registered block's parent hash and token ids, and a
-// lookup hits only when both match, so two different blocks under one hash never alias. A pool
+// lookup hits only when both match, so a collision of block hashes never aliases two blocks
+// (only two different prefixes with equal 64-bit chain hashes, then equal tokens, could). A pool
 // on which nothing is registered behaves exactly as a pool without caching.
 #include <cstdint>
 #include <unordered_map>
