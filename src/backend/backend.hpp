@@ -148,6 +148,9 @@ class Backend {
   // Writes k, v [T, kv_dim] to the cache rows st.slots, then attention of each row r of q over
   // its sequence's cache positions [0, st.positions[r]] (the last s.sliding_window of them when
   // it is set), writing out: [T, n_heads*hd]. Causal within a sequence's tokens of the step.
+  // Every row is stored before any is read: with prefix caching a sequence may read cache rows
+  // that another sequence of the same step writes (engine::Scheduler registers blocks when it
+  // plans the step that fills them).
   virtual void attention(const void* q, const void* k, const void* v, KvLayer& kv,
                          const StepDesc& st, const AttentionShape& s, void* out) = 0;
   virtual void swiglu(const void* gate, const void* up, int64_t n, void* out) = 0;

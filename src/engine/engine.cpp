@@ -86,7 +86,10 @@ void Engine::run() {
     for (int64_t id : done) {
       RequestTimeline& t = timelines_[id];
       t.finished_ms = end;
-      t.preemptions = sched_.request(id).preemptions;
+      const Request& r = sched_.request(id);
+      t.preemptions = r.preemptions;
+      t.prefix_hit_tokens = r.prefix_hit_tokens;
+      t.recompute_hit_tokens = r.recompute_hit_tokens;
       sched_.forget(id);
     }
     rec.end_ms = end;

@@ -41,7 +41,9 @@ struct RequestTimeline {
   std::vector<double> token_ms;    // each output token in host memory (after on_token)
   double finished_ms = -1;
   int64_t preemptions = 0;
-  std::vector<int64_t> steps;  // indices of the steps it took part in
+  int64_t prefix_hit_tokens = 0;     // prompt tokens found in the prefix cache, not computed
+  int64_t recompute_hit_tokens = 0;  // tokens found cached when rescheduled after preemptions
+  std::vector<int64_t> steps;        // indices of the steps it took part in
 };
 
 struct StepRecord {

@@ -66,6 +66,7 @@ bool Scheduler::reserve(Request& r, int64_t n) {
 
 void Scheduler::preempt(Request& r) {
   pool_.release(r.blocks);
+  r.registered_blocks = 0;
   r.num_computed = 0;
   r.prefilled = false;
   r.state = RequestState::waiting;
@@ -73,6 +74,54 @@ void Scheduler::preempt(Request& r) {
   ++preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), r.id));
   waiting_.push_front(r.id);
+}
+
+const int32_t* Scheduler::block_tokens(const Request& r, int64_t i) {
+  const int64_t bs = pool_.block_size();
+  block_tokens_.resize(size_t(bs));
+  for (int64_t k = 0; k < bs; ++k) block_tokens_[size_t(k)] = r.token_at(i * bs + k);
+  return block_tokens_.data();
+}
+
+void Scheduler::hash_blocks(Request& r, int64_t n) {
+  const int64_t bs = pool_.block_size();
+  LATPROF_ASSERT(n * bs <= r.num_tokens(), "hashing a block that is not full");
+  for (int64_t i = int64_t(r.block_hashes.size()); i < n; ++i) {
+    const uint64_t parent = i > 0 ? r.block_hashes[size_t(i - 1)] : 0;
+    r.block_hashes.push_back(BlockPool::block_hash(parent, block_tokens(r, i), bs));
+  }
+}
+
+std::vector<int32_t> Scheduler::cached_prefix(Request& r) {
+  const int64_t bs = pool_.block_size();
+  // The last known token is always computed: its logits give the next token. A block holding it
+  // is computed again (into a block of its own) rather than shared, so a shared block is never
+  // written.
+  const int64_t max_blocks = (r.num_tokens() - 1) / bs;
+  hash_blocks(r, max_blocks);
+  std::vector<int32_t> hits;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const uint64_t parent = i > 0 ? r.block_hashes[size_t(i - 1)] : 0;
+    const int32_t b = pool_.lookup(r.block_hashes[size_t(i)], parent, block_tokens(r, i));
+    if (b < 0) break;
+    hits.push_back(b);
+  }
+  return hits;
+}
+
+void Scheduler::register_full_blocks(Request& r, int64_t computed) {
+  const int64_t bs = pool_.block_size();
+  const int64_t full = computed / bs;
+  if (full <= r.registered_blocks) return;
+  hash_blocks(r, full);
+  for (int64_t i = r.registered_blocks; i < full; ++i) {
+    const uint64_t parent = i > 0 ? r.block_hashes[size_t(i - 1)] : 0;
+    // False when an equal block is cached already (e.g. the block of a request's last prompt
+    // token, computed again): this one stays a private copy, freed when r releases it.
+    pool_.register_block(r.blocks[size_t(i)], r.block_hashes[size_t(i)], parent,
+                         block_tokens(r, i));
+  }
+  r.registered_blocks = full;
 }
 
 StepPlan Scheduler::schedule() {
@@ -88,6 +137,10 @@ StepPlan Scheduler::schedule() {
     (s.prefill ? plan.prefill_tokens : plan.decode_tokens) += n;
     plan.seqs.push_back(s);
     budget -= n;
+    // The blocks this step fills are registered now, as vLLM V1 does, so that a request planned
+    // later in this step already shares them: a backend stores every KV row of a step before
+    // any attention of it reads the cache (Backend::attention).
+    if (cfg_.enable_prefix_caching) register_full_blocks(r, r.num_computed + n);
   };
 
   // Running requests first, oldest first: decodes (one token) and unfinished chunked prefills.
@@ -114,8 +167,30 @@ StepPlan Scheduler::schedule() {
   while (plan.preempted.empty() && budget > 0 && !waiting_.empty() &&
          int64_t(running_.size()) < cfg_.max_seqs) {
     Request& r = requests_.at(waiting_.front());
-    const int64_t n = std::min(r.num_tokens() - r.num_computed, budget);
-    if (!reserve(r, n)) break;
+    LATPROF_ASSERT(r.num_computed == 0 && r.blocks.empty() && r.registered_blocks == 0,
+                   "waiting request " + std::to_string(r.id) + " holds KV blocks");
+    // Its longest cached prefix is shared, not computed; blocks for the rest must be free apart
+    // from the cached ones it takes out of the evictable queue.
+    const std::vector<int32_t> hits =
+        cfg_.enable_prefix_caching ? cached_prefix(r) : std::vector<int32_t>{};
+    const int64_t hit_tokens = int64_t(hits.size()) * pool_.block_size();
+    const int64_t n = std::min(r.num_tokens() - hit_tokens, budget);
+    int64_t evictable_hits = 0;
+    for (int32_t b : hits) evictable_hits += pool_.ref_count(b) == 0;
+    const int64_t need = pool_.blocks_for(hit_tokens + n) - int64_t(hits.size());
+    if (need > pool_.num_free() - evictable_hits) break;
+    for (int32_t b : hits) pool_.share(b, r.blocks);
+    r.num_computed = hit_tokens;
+    r.registered_blocks = int64_t(hits.size());
+    if (cfg_.enable_prefix_caching) {
+      const bool first = r.preemptions == 0;
+      (first ? prefix_stats_.requests : prefix_stats_.preempted_requests) += 1;
+      (first ? prefix_stats_.queries : prefix_stats_.preempted_queries) += r.num_tokens();
+      (first ? prefix_stats_.hits : prefix_stats_.preempted_hits) += hit_tokens;
+      (first ? r.prefix_hit_tokens : r.recompute_hit_tokens) += hit_tokens;
+    }
+    const bool reserved = reserve(r, n);
+    LATPROF_ASSERT(reserved, "blocks counted free could not be allocated");
     waiting_.pop_front();
     r.state = RequestState::running;
     running_.push_back(r.id);
@@ -139,6 +214,7 @@ std::vector<int64_t> Scheduler::complete(const StepPlan& plan,
     r.prefilled = true;
     if (int64_t(r.output.size()) >= r.max_tokens) {
       pool_.release(r.blocks);
+      r.registered_blocks = 0;
       r.state = RequestState::finished;
       running_.erase(std::find(running_.begin(), running_.end(), r.id));
       done.push_back(r.id);

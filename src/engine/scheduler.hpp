@@ -9,6 +9,13 @@
 // had generated) when it is scheduled again. A request that could never fit is refused when it
 // is added, so nothing is preempted forever.
 //
+// With prefix caching on (vLLM's automatic prefix caching), a request scheduled from the queue
+// (first time or after a preemption) starts after the longest run of its leading full blocks
+// found in the pool's cache (a hash chain over full blocks): it shares those blocks and computes
+// only the rest, always at least its last known token, whose logits give its next token. Every
+// full block a step fills (prompt or generated tokens) is registered when the step is planned,
+// as vLLM V1 does: a request planned after it in the same step already shares it.
+//
 // The scheduler knows token ids and counts, never timings or the model: schedule() returns a
 // plain StepPlan that a model runner executes, and complete() takes the tokens it sampled.
 #include <cstdint>
@@ -22,9 +29,18 @@
 namespace latprof::engine {
 
 struct SchedulerConfig {
-  int64_t max_batched_tokens = 512;  // tokens per step, prefill and decode together
-  int64_t max_seqs = 256;            // sequences per step
-  int64_t max_model_len = 4096;      // prompt + output tokens of one request
+  int64_t max_batched_tokens = 512;    // tokens per step, prefill and decode together
+  int64_t max_seqs = 256;              // sequences per step
+  int64_t max_model_len = 4096;        // prompt + output tokens of one request
+  bool enable_prefix_caching = false;  // share cached full blocks of common prefixes
+};
+
+// Prefix cache lookups, in tokens (vLLM's prefix_cache_queries / prefix_cache_hits): each time a
+// request is scheduled from the queue its known tokens are queried and the tokens it found cached
+// are hits. Lookups of requests rescheduled after a preemption are counted apart.
+struct PrefixCacheStats {
+  int64_t requests = 0, queries = 0, hits = 0;  // first scheduling of each request
+  int64_t preempted_requests = 0, preempted_queries = 0, preempted_hits = 0;  // recomputes
 };
 
 enum class RequestState { waiting, running, finished };
@@ -39,6 +55,12 @@ struct Request {
   RequestState state = RequestState::waiting;
   bool prefilled = false;  // every known token computed once since it (re)started: decoding
   int64_t preemptions = 0;
+  // Prefix caching: prompt tokens found in the cache when first scheduled (not computed), and
+  // the known tokens found when rescheduled after preemptions (summed over them).
+  int64_t prefix_hit_tokens = 0;
+  int64_t recompute_hit_tokens = 0;
+  std::vector<uint64_t> block_hashes;  // hash chain of its full blocks of known tokens so far
+  int64_t registered_blocks = 0;       // leading blocks already shared from or offered to the cache
 
   int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }
   int32_t token_at(int64_t pos) const {
@@ -87,6 +109,7 @@ class Scheduler {
   int64_t num_running() const { return int64_t(running_.size()); }
   int64_t num_waiting() const { return int64_t(waiting_.size()); }
   int64_t preemptions() const { return preemptions_; }
+  const PrefixCacheStats& prefix_cache_stats() const { return prefix_stats_; }
   const BlockPool& pool() const { return pool_; }
   const SchedulerConfig& config() const { return cfg_; }
   // Drops finished requests' records (they keep no blocks).
@@ -96,6 +119,13 @@ class Scheduler {
   // Gives r blocks for positions up to num_computed + n; false when the pool has too few.
   bool reserve(Request& r, int64_t n);
   void preempt(Request& r);
+  // Prefix caching: extends r.block_hashes to its first n full blocks; the cached blocks of its
+  // longest cached prefix (never its last known token); registers its full blocks of the first
+  // `computed` positions.
+  void hash_blocks(Request& r, int64_t n);
+  const int32_t* block_tokens(const Request& r, int64_t i);  // block i's ids (in a scratch)
+  std::vector<int32_t> cached_prefix(Request& r);
+  void register_full_blocks(Request& r, int64_t computed);
 
   SchedulerConfig cfg_;
   BlockPool& pool_;
@@ -103,6 +133,8 @@ class Scheduler {
   std::vector<int64_t> running_;  // in the order they (last) started
   std::deque<int64_t> waiting_;   // preempted requests go back to the front
   int64_t preemptions_ = 0;
+  PrefixCacheStats prefix_stats_;
+  std::vector<int32_t> block_tokens_;  // scratch: one block's token ids
 };
 
 }  // namespace latprof::engine
