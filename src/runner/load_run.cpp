@@ -57,6 +57,7 @@ struct Pass {
   std::vector<std::vector<Seq>> seqs;
   std::map<int64_t, engine::RequestTimeline> timelines;
   std::map<int64_t, std::string> text;
+  engine::PrefixCacheStats prefix;
   double end_ms = 0;
 };
 
@@ -64,7 +65,8 @@ struct Pass {
 // each request enters at its arrival time on the pass's clock (0 = the pass's start), else all
 // at once.
 Pass run_pass(LoadedModel& m, const Tokenizer& tok, Profiler& prof, const SamplingParams& sp,
-              const std::vector<Planned>& reqs, bool wait_for_arrivals, bool progress) {
+              const std::vector<Planned>& reqs, bool wait_for_arrivals, bool prefix_cache,
+              bool progress) {
   Backend& b = m.backend();
   const EngineShape& es = m.shape();
   b.reset_events();
@@ -76,6 +78,7 @@ Pass run_pass(LoadedModel& m, const Tokenizer& tok, Profiler& prof, const Sampli
   sc.max_batched_tokens = es.max_step_tokens;
   sc.max_seqs = es.max_seqs;
   sc.max_model_len = es.max_model_len;
+  sc.enable_prefix_caching = prefix_cache;
   ModelRunner runner(m, prof, sp);
   const auto t0 = Clock::now();
   engine::Clock clock = engine::Clock::steady();
@@ -126,6 +129,7 @@ Pass run_pass(LoadedModel& m, const Tokenizer& tok, Profiler& prof, const Sampli
   out.steps = eng.steps();
   out.backend = runner.history();
   out.timelines = eng.timelines();
+  out.prefix = eng.scheduler().prefix_cache_stats();
   for (auto& [id, d] : detok) out.text[id] += d.finish();
   return out;
 }
@@ -274,11 +278,11 @@ RunReport run_load(const RunOptions& o) {
     w.output = std::min(reqs[i].output, kWarmupDecodeTokens);
     warm.push_back(std::move(w));
   }
-  for (int i = 0; i < o.warmup; ++i) run_pass(m, tok, prof, sp, warm, false, false);
+  for (int i = 0; i < o.warmup; ++i) run_pass(m, tok, prof, sp, warm, false, o.prefix_cache, false);
   const double warmup_ms = ms_since(twu);
 
   // ---- the timed run ----
-  const Pass pass = run_pass(m, tok, prof, sp, reqs, true, !o.quiet);
+  const Pass pass = run_pass(m, tok, prof, sp, reqs, true, o.prefix_cache, !o.quiet);
 
   // ---- per request: stamps, and the latency classes from the steps it was in ----
   LatencyClassifier classify(r.ceilings, p);
@@ -363,6 +367,7 @@ RunReport run_load(const RunOptions& o) {
     rec.finished_ms = tl.finished_ms;
     if (tl.first_scheduled_ms >= 0) rec.queue_ms = tl.first_scheduled_ms - tl.arrival_ms;
     rec.preemptions = tl.preemptions;
+    rec.prefix_hit_tokens = tl.prefix_hit_tokens;
     rec.classes_ms = classify.classes(id, rec.e2e_ms());
     ins.push_back(rec.input_tokens);
     outs.push_back(rec.output_tokens);
@@ -457,6 +462,8 @@ RunReport run_load(const RunOptions& o) {
             {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},
             {"slo", o.slo.empty() ? nlohmann::json() : nlohmann::json(o.slo)},
             {"prefix_cache", o.prefix_cache},
+            {"prefix_cache_queries", pass.prefix.queries},
+            {"prefix_cache_hits", pass.prefix.hits},
             {"duration_ms", run_ms}};
   r.setup["warmup_ms"] = warmup_ms;
   r.setup["warmup_requests"] = int64_t(warm.size()) * o.warmup;

@@ -130,6 +130,7 @@ class Request {
     sc.max_batched_tokens = es.max_step_tokens;
     sc.max_seqs = es.max_seqs;
     sc.max_model_len = es.max_model_len;
+    sc.enable_prefix_caching = o_.prefix_cache;
     ModelRunner runner(m_, prof_, sampling());
     engine::Clock clock{now_ms, [](double) {}};  // every sequence has arrived: nothing to wait for
     engine::Engine eng(sc, pool, runner, clock);

@@ -131,11 +131,42 @@ TEST(LoadCli, DatasetLinesAreTheRequestsWithTheirArrivals) {
   EXPECT_EQ(j["load"]["dataset"], ds);
 }
 
+TEST(LoadCli, PrefixCacheServesSharedPrefixesWhenOn) {
+  const auto dir = cli_test::temp_dir("load");
+  const std::string ds = (dir / "prefix.jsonl").string();
+  {
+    std::ofstream f(ds);
+    std::string prefix;
+    for (int r = 0; r < 6; ++r) prefix += "a long shared system prompt that several requests begin with, ";
+    for (int i = 0; i < 3; ++i)
+      f << R"({"prompt": ")" << prefix << "question " << i
+        << R"(", "output_tokens": 3, "arrival_ms": )" << 20 * i << "}\n";
+  }
+  const json off = run("--dataset " + ds, "prefix_off");
+  const json on = run("--dataset " + ds + " --prefix-cache on", "prefix_on");
+  ASSERT_EQ(on["requests"].size(), 3u);
+  EXPECT_EQ(off["summary"]["prefix_hit_tokens"], 0);
+  EXPECT_EQ(by_id(on, 0)["prefix_hit_tokens"], 0);  // nothing cached yet
+  for (int i = 1; i < 3; ++i) {
+    const int64_t hits = by_id(on, i)["prefix_hit_tokens"];
+    EXPECT_GE(hits, 16) << "request " << i << " found no full block of the shared prefix";
+    EXPECT_EQ(hits % 16, 0);  // whole blocks
+    EXPECT_LT(hits, by_id(on, i)["input_tokens"].get<int64_t>());
+  }
+  EXPECT_GT(on["load"]["prefix_cache_hits"].get<int64_t>(), 0);
+  EXPECT_EQ(on["load"]["prefix_cache"], true);
+  // Fewer prompt tokens computed with the cache on.
+  int64_t prefill_on = 0, prefill_off = 0;
+  for (const auto& s : on["steps"]) prefill_on += s["prefill_tokens"].get<int64_t>();
+  for (const auto& s : off["steps"]) prefill_off += s["prefill_tokens"].get<int64_t>();
+  EXPECT_LT(prefill_on, prefill_off);
+}
+
 TEST(LoadCli, SloSetsGoodput) {
   const json easy = run("--requests 4 --rate inf --input 8 --output 4 --slo ttft:100s", "slo1");
   EXPECT_EQ(easy["summary"]["slo_attainment"], 1.0);
   EXPECT_EQ(easy["summary"]["slo"], "ttft:100000ms");  // normalized to ms
-  EXPECT_EQ(easy["load"]["slo"], "ttft:100s");           // as given
+  EXPECT_EQ(easy["load"]["slo"], "ttft:100s");         // as given
   EXPECT_DOUBLE_EQ(easy["summary"]["goodput"].get<double>(),
                    easy["summary"]["request_throughput"].get<double>());
   const json hard = run("--requests 4 --rate inf --input 8 --output 4 --slo e2e:0.001ms", "slo2");
