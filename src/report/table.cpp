@@ -227,30 +227,24 @@ std::string format_run_table(const RunReport& r) {
   const Metrics& m = r.metrics;
   if (load) {
     o << format_load(r);
-    for (const auto& c : r.checks)
-      o << (c.level == "error"     ? "CHECK FAILED"
-            : c.level == "warning" ? "warning"
-                                   : "note")
-        << " (" << c.subject << "): " << c.message << "\n";
-    for (const auto& n : r.notes) o << "note: " << n << "\n";
-    o << "(times measured; FLOPs, bytes and floors from the cost model; latency classes from "
-         "both, see README)\n";
-    return o.str();
+  } else {
+    o << "TTFT " << fmt_ms(m.ttft_ms) << "   TPOT " << fmt_ms(m.tpot_ms) << "   E2E "
+      << fmt_ms(m.e2e_ms) << "   ITL p50 " << fmt_ms(m.itl_ms.p50) << " p95 "
+      << fmt_ms(m.itl_ms.p95) << " p99 " << fmt_ms(m.itl_ms.p99) << " max " << fmt_ms(m.itl_ms.max)
+      << "\n";
+    o << "prefill " << fmt_fixed(m.prefill_tokens_per_s, 1) << " tok/s   decode "
+      << fmt_fixed(m.decode_tokens_per_s, 2) << " tok/s   MFU " << fmt_pct(m.mfu) << "   MBU "
+      << fmt_pct(m.mbu) << "   setup " << fmt_ms(m.setup_ms) << " (not in E2E)\n\n";
+    for (const auto& v : verdict_lines(r)) o << v << "\n";
   }
-  o << "TTFT " << fmt_ms(m.ttft_ms) << "   TPOT " << fmt_ms(m.tpot_ms) << "   E2E "
-    << fmt_ms(m.e2e_ms) << "   ITL p50 " << fmt_ms(m.itl_ms.p50) << " p95 " << fmt_ms(m.itl_ms.p95)
-    << " p99 " << fmt_ms(m.itl_ms.p99) << " max " << fmt_ms(m.itl_ms.max) << "\n";
-  o << "prefill " << fmt_fixed(m.prefill_tokens_per_s, 1) << " tok/s   decode "
-    << fmt_fixed(m.decode_tokens_per_s, 2) << " tok/s   MFU " << fmt_pct(m.mfu) << "   MBU "
-    << fmt_pct(m.mbu) << "   setup " << fmt_ms(m.setup_ms) << " (not in E2E)\n\n";
-  for (const auto& v : verdict_lines(r)) o << v << "\n";
   for (const auto& c : r.checks)
     o << (c.level == "error"     ? "CHECK FAILED"
           : c.level == "warning" ? "warning"
                                  : "note")
       << " (" << c.subject << "): " << c.message << "\n";
   for (const auto& n : r.notes) o << "note: " << n << "\n";
-  o << "(times measured; FLOPs, bytes and floors from the cost model)\n";
+  o << "(times measured; FLOPs, bytes and floors from the cost model"
+    << (load ? "; latency classes from both, see README" : "") << ")\n";
   return o.str();
 }
 

@@ -327,33 +327,12 @@ RunReport run_load(const RunOptions& o) {
     prefill_tokens += rec.prefill_tokens;
     max_seqs_seen = std::max(max_seqs_seen, rec.seqs);
     preempted += rec.preempted;
-    // The step's row, with its cost-model work.
-    StepRow row;
-    row.index = rec.index;
-    row.start_ms = rec.start_ms;
-    row.time_ms = step_ms;
-    row.schedule_ms = rec.schedule_ms;
-    row.forward_ms = pass.backend[k].forward_ms;
-    row.sample_ms = sample_ms;
-    row.prefill_tokens = rec.prefill_tokens;
-    row.decode_tokens = rec.decode_tokens;
-    row.seqs = rec.seqs;
-    row.kv_blocks_used = rec.kv_blocks_used;
-    row.kv_usage = rec.kv_usage;
-    row.preempted = rec.preempted;
-    const Cost c = total(work);
-    row.flops = c.flops;
-    row.bytes = c.bytes();
-    if (step_ms > 0) {
-      const double sec = step_ms / 1e3;
-      row.mfu = r.ceilings.matmul_flops_per_s > 0
-                    ? c.model_flops / sec / r.ceilings.matmul_flops_per_s
-                    : 0;
-      row.mbu =
-          r.ceilings.mem_bw_bytes_per_s > 0 ? c.bytes() / sec / r.ceilings.mem_bw_bytes_per_s : 0;
-    }
+    // The step's row, with its cost-model work (sampling apart, as in the single-request mode).
+    OpCosts forward_work = work;
+    forward_work[int(Op::sample)] = Cost{};
     if (!prefill) r.decode_step_ms.push_back(pass.backend[k].forward_ms);
-    r.steps.push_back(row);
+    r.steps.push_back(step_row(rec, rec.start_ms, pass.backend[k].forward_ms, sample_ms,
+                               total(forward_work), r.ceilings));
   }
   std::vector<RequestRecord> records;
   std::vector<int64_t> ins, outs;

@@ -113,12 +113,9 @@ void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r
                         "quiet machine, or now with --reprobe"});
 }
 
-// Fills the derived columns of a row from its time, cost and the ceilings.
-void derive(Row& row, const Ceilings& c, const Precision& p, Op op_for_peak, bool has_cost) {
-  if (!has_cost || row.cost.bytes() <= 0) return;
-  row.arithmetic_intensity = row.cost.intensity();
-  const double peak = c.peak_for(op_for_peak, p);
-  const RooflinePoint rp = roofline_point(row.cost, peak, c.mem_bw_bytes_per_s);
+// A row's floor and bound from its roofline point, and its rates against `peak` and the
+// bandwidth when it took time.
+void fill_rates(Row& row, const RooflinePoint& rp, double peak, const Ceilings& c) {
   row.floor_ms = rp.floor_ms;
   row.bound = rp.bound;
   if (row.time_ms > 0) {
@@ -131,21 +128,46 @@ void derive(Row& row, const Ceilings& c, const Precision& p, Op op_for_peak, boo
   }
 }
 
+// Fills the derived columns of a row from its time, cost and the ceilings.
+void derive(Row& row, const Ceilings& c, const Precision& p, Op op_for_peak, bool has_cost) {
+  if (!has_cost || row.cost.bytes() <= 0) return;
+  row.arithmetic_intensity = row.cost.intensity();
+  const double peak = c.peak_for(op_for_peak, p);
+  const RooflinePoint rp = roofline_point(row.cost, peak, c.mem_bw_bytes_per_s);
+  fill_rates(row, rp, peak, c);
+}
+
 // A stage's bound: the larger of the summed compute and memory floors of its ops.
 void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precision& p) {
   if (row.cost.bytes() <= 0) return;
   const RooflinePoint rp = roofline_ops(ops, c, p);
   row.arithmetic_intensity = row.cost.intensity();
-  row.floor_ms = rp.floor_ms;
-  row.bound = rp.bound;
+  fill_rates(row, rp, c.matmul_flops_per_s, c);
+}
+
+StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_ms,
+                 double sample_ms, const Cost& work, const Ceilings& c) {
+  StepRow row;
+  row.index = rec.index;
+  row.start_ms = begin_ms;
+  row.time_ms = rec.end_ms - begin_ms;
+  row.schedule_ms = rec.schedule_ms;
+  row.forward_ms = forward_ms;
+  row.sample_ms = sample_ms;
+  row.prefill_tokens = rec.prefill_tokens;
+  row.decode_tokens = rec.decode_tokens;
+  row.seqs = rec.seqs;
+  row.kv_blocks_used = rec.kv_blocks_used;
+  row.kv_usage = rec.kv_usage;
+  row.preempted = rec.preempted;
+  row.flops = work.flops;
+  row.bytes = work.bytes();
   if (row.time_ms > 0) {
-    const double s = row.time_ms / 1e3;
-    row.achieved_flops_per_s = row.cost.flops / s;
-    row.achieved_bytes_per_s = row.cost.bytes() / s;
-    row.roofline_fraction = row.floor_ms / row.time_ms;
-    row.mfu = c.matmul_flops_per_s > 0 ? row.cost.model_flops / s / c.matmul_flops_per_s : 0;
-    row.mbu = c.mem_bw_bytes_per_s > 0 ? row.cost.bytes() / s / c.mem_bw_bytes_per_s : 0;
+    const double sec = row.time_ms / 1e3;
+    row.mfu = c.matmul_flops_per_s > 0 ? work.model_flops / sec / c.matmul_flops_per_s : 0;
+    row.mbu = c.mem_bw_bytes_per_s > 0 ? work.bytes() / sec / c.mem_bw_bytes_per_s : 0;
   }
+  return row;
 }
 
 void open_run_model(const RunOptions& o, RunSetup& s) {

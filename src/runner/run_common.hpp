@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/engine.hpp"
 #include "model/cost_model.hpp"
 #include "model/open.hpp"
 #include "report/report.hpp"
@@ -33,6 +34,11 @@ void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r
 void derive(Row& row, const Ceilings& c, const Precision& p, Op op_for_peak, bool has_cost);
 // A stage row's: its bound is the larger of the summed compute and memory floors of its ops.
 void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precision& p);
+
+// A step's row of the report: the engine's record, its place on the run's clock (begin_ms to the
+// record's end), its backend times and its cost-model work.
+StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_ms,
+                 double sample_ms, const Cost& work, const Ceilings& c);
 
 // A run's setup, in the order it happens: the model file and the flags that need it
 // (open_run_model), then the backend and its ceilings (open_run_backend), then the weights at

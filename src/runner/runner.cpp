@@ -667,33 +667,10 @@ RunReport run_benchmark(const RunOptions& o) {
   r.timeline = med.timeline;
   // ---- the engine's steps of the median repeat, with their cost-model work ----
   for (const StepTimes& st : med.steps) {
-    StepRow row;
-    row.index = st.rec.index;
-    row.start_ms = st.begin_ms;
-    row.time_ms = st.rec.end_ms - st.begin_ms;
-    row.schedule_ms = st.rec.schedule_ms;
-    row.forward_ms = st.forward_ms;
-    row.sample_ms = st.sample_ms;
-    row.prefill_tokens = st.rec.prefill_tokens;
-    row.decode_tokens = st.rec.decode_tokens;
-    row.seqs = st.rec.seqs;
-    row.kv_blocks_used = st.rec.kv_blocks_used;
-    row.kv_usage = st.rec.kv_usage;
-    row.preempted = st.rec.preempted;
     std::vector<StepSeq> seqs;
     for (const auto& [n, past] : st.seqs) seqs.push_back({n, past});
-    const Cost c = total(step_cost(cfg, p, seqs));
-    row.flops = c.flops;
-    row.bytes = c.bytes();
-    if (row.time_ms > 0) {
-      const double sec = row.time_ms / 1e3;
-      row.mfu = r.ceilings.matmul_flops_per_s > 0
-                    ? c.model_flops / sec / r.ceilings.matmul_flops_per_s
-                    : 0;
-      row.mbu =
-          r.ceilings.mem_bw_bytes_per_s > 0 ? c.bytes() / sec / r.ceilings.mem_bw_bytes_per_s : 0;
-    }
-    r.steps.push_back(row);
+    r.steps.push_back(step_row(st.rec, st.begin_ms, st.forward_ms, st.sample_ms,
+                               total(step_cost(cfg, p, seqs)), r.ceilings));
   }
 
   // ---- setup ----
