@@ -228,6 +228,36 @@ std::vector<Planned> plan_requests(const RunOptions& o, const Tokenizer& tok, in
   return reqs;
 }
 
+// The default KV pool holds every request that may run at once; when that does not fit beside the
+// weights and activations, it shrinks to kKvMemoryFraction of the memory left (as a server sizes
+// its pool), and requests wait for blocks or are preempted. A pool that cannot hold the largest
+// request is left for the memory check to refuse, with the bytes it needs.
+constexpr double kKvMemoryFraction = 0.9;
+void fit_kv_pool(const RunOptions& o, RunSetup& s, EngineShape& es,
+                 const std::vector<RequestShape>& shapes) {
+  if (!o.kv_cache_memory.empty()) return;
+  const Backend& b = *s.backend;
+  const double avail = b.device().memory_available_bytes;
+  const Footprint f = LoadedModel::footprint(s.om.config, s.wtype, b, es);
+  if (avail <= 0 || f.total() <= avail) return;
+  const double block_bytes = f.kv_cache / double(es.kv_blocks);
+  const double room = kKvMemoryFraction * avail - f.weights - f.activations;
+  int64_t largest = 0;
+  for (const RequestShape& r : shapes)
+    largest = std::max(largest, (r.prompt + r.output - 1 + es.block_size - 1) / es.block_size);
+  const int64_t fit = room > 0 ? int64_t(room / block_bytes) : 0;
+  if (fit < largest) return;
+  s.r.notes.push_back("the KV pool the requests need (" + std::to_string(es.kv_blocks) +
+                      " blocks, " + fmt_bytes(f.kv_cache) +
+                      ") does not fit beside the weights: "
+                      "it holds " +
+                      std::to_string(fit) + " blocks (" + fmt_bytes(double(fit) * block_bytes) +
+                      ", " + fmt_pct(kKvMemoryFraction) +
+                      " of the available memory less weights and activations), so requests may "
+                      "wait for blocks or be preempted; set --kv-cache-memory to choose");
+  es.kv_blocks = fit;
+}
+
 double median_of(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : double(v[(v.size() - 1) / 2]);
@@ -258,7 +288,8 @@ RunReport run_load(const RunOptions& o) {
   const Precision& p = s.p;
   std::vector<RequestShape> shapes;
   for (const Planned& q : reqs) shapes.push_back({int64_t(q.prompt.size()), q.output});
-  const EngineShape es = engine_shape_for(o, cfg, b, shapes);
+  EngineShape es = engine_shape_for(o, cfg, b, shapes);
+  fit_kv_pool(o, s, es, shapes);
   load_run_weights(o, s, es);
   LoadedModel& m = *s.model;
   SamplingParams sp;
