@@ -369,6 +369,39 @@ TEST(LoadExports, ReadBackReportPrintsTheSame) {
   EXPECT_EQ(trace_json(back)["traceEvents"].size(), trace_json(r)["traceEvents"].size());
 }
 
+// The backquoted names in README from `lead` up to `stop`, parenthesised remarks left out.
+std::vector<std::string> readme_names(const std::string& lead, const std::string& stop) {
+  const std::string readme = cli_test::slurp(std::string(LATPROF_TEST_DIR) + "/../README.md");
+  const size_t a = readme.find(lead);
+  EXPECT_NE(a, std::string::npos) << lead;
+  if (a == std::string::npos) return {};
+  const size_t b = readme.find(stop, a);
+  std::string text = readme.substr(a + lead.size(), b - a - lead.size());
+  text = std::regex_replace(text, std::regex("\\([^)]*\\)"), "");
+  std::vector<std::string> names;
+  const std::regex tick("`([a-z0-9_]+)`");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), tick); it != std::sregex_iterator();
+       ++it)
+    names.push_back((*it)[1]);
+  return names;
+}
+
+// README lists the load-mode CSV columns and JSON Lines fields that are written, in order.
+TEST(LoadExports, ReadmeListsTheColumnsAndFields) {
+  std::vector<std::string> cols = {"id"};
+  for (const auto& n : readme_names("figures: `id`", "Times in ms")) cols.push_back(n);
+  EXPECT_EQ(cols, requests_csv_header());
+  const json one = jsonl_record(report_test::make_report());
+  std::vector<std::string> added;
+  const json load = jsonl_record(report_test::make_load_report());
+  for (const auto& [k, v] : load.items())
+    if (!one.contains(k) || k == "itl_p99_ms") added.push_back(k);
+  std::vector<std::string> listed = readme_names("headline figures: ", "(each from");
+  std::sort(listed.begin(), listed.end());
+  std::sort(added.begin(), added.end());
+  EXPECT_EQ(listed, added);
+}
+
 // `latprof run --requests` with every export: each holds every request, consistent with the JSON.
 TEST(LoadExports, LatprofRunRequestsWritesThemAll) {
   const auto d = cli_test::temp_dir("load-exports");
