@@ -213,6 +213,7 @@ std::string row_table(const std::vector<Row>& rows, bool ops) {
 struct Plot {
   double W = 900, H = 300, L = 70, R = 20, T = 28, B = 45;
   Axis xa, ya;
+  int64_t xlabel_every = 1;  // label the x ticks at multiples of this many tick steps
   double pw() const { return W - L - R; }
   double ph() const { return H - T - B; }
   double px(double x) const { return L + (x - xa.lo) / (xa.hi - xa.lo) * pw(); }
@@ -230,10 +231,13 @@ struct Plot {
            f2(py(t)) + "\" y2=\"" + f2(py(t)) + "\"/><text class=\"tick ytick\" x=\"" + f2(L - 6) +
            "\" y=\"" + f2(py(t) + 4) + "\" text-anchor=\"end\" data-value=\"" + tick_label(t) +
            "\">" + tick_label(t) + "</text>";
-    for (double t : xa.ticks)
+    const double step = xa.ticks.size() > 1 ? xa.ticks[1] - xa.ticks[0] : 1;
+    for (double t : xa.ticks) {
+      if (std::llround(t / step) % xlabel_every != 0) continue;
       s += "<text class=\"tick xtick\" x=\"" + f2(px(t)) + "\" y=\"" + f2(T + ph() + 18) +
            "\" text-anchor=\"middle\" data-value=\"" + tick_label(t) + "\">" + tick_label(t) +
            "</text>";
+    }
     s += "<line class=\"axis\" x1=\"" + f2(L) + "\" x2=\"" + f2(L) + "\" y1=\"" + f2(T) +
          "\" y2=\"" + f2(T + ph()) + "\"/><line class=\"axis\" x1=\"" + f2(L) + "\" x2=\"" +
          f2(L + pw()) + "\" y1=\"" + f2(T + ph()) + "\" y2=\"" + f2(T + ph()) + "\"/>";
@@ -274,7 +278,13 @@ std::string histogram(const std::string& id, const std::string& what,
   }
   Plot pl;
   if (over > 0) pl.R = 110;  // room for the overflow bar
-  pl.xa = nice_axis(bins.lo, bins.hi, 6);
+  // The x axis is the bins' own grid (so it ends where the bins do), labelled at about 8 of them.
+  pl.xa = bins;
+  for (int64_t every : {1, 2, 4, 5, 10, 20, 50})
+    if (int64_t(nb) <= 8 * every) {
+      pl.xlabel_every = every;
+      break;
+    }
   pl.ya = nice_axis(
       0, std::max<double>({5, double(over), double(*std::max_element(count.begin(), count.end()))}),
       5);
