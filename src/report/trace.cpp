@@ -231,8 +231,8 @@ nlohmann::json trace_json(const RunReport& r) {
   }
   // The engine's steps on a track of their own: what each step held and cost.
   if (!r.steps.empty()) {
-    const int kStepsTid = load ? kRequestTid : kRequestTid + 1;
-    ev.push_back(meta("thread_name", kRequestPid, kStepsTid,
+    const int steps_tid = load ? kRequestTid : kRequestTid + 1;
+    ev.push_back(meta("thread_name", kRequestPid, steps_tid,
                       {{"name", "engine steps (prefill + decode tokens)"}}));
     for (const StepRow& st : r.steps) {
       Span s;
@@ -251,7 +251,7 @@ nlohmann::json trace_json(const RunReport& r) {
                 {"sample_ms", st.sample_ms},
                 {"mfu", st.mfu},
                 {"mbu", st.mbu}};
-      ev.push_back(complete(s, kRequestPid, kStepsTid));
+      ev.push_back(complete(s, kRequestPid, steps_tid));
     }
     if (load) step_counters(r, kRequestPid, ev);
   }
