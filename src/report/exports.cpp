@@ -17,7 +17,7 @@ void check_export_paths(const ExportOptions& o) {
 
 void write_exports(const RunReport& r, const ExportOptions& o) {
   if (!o.trace.empty()) write_file_atomic(o.trace, trace_json(r).dump() + "\n");
-  if (!o.csv.empty()) write_file_atomic(o.csv, report_csv(r));
+  if (!o.csv.empty()) write_file_atomic(o.csv, csv_export(r));
   if (!o.jsonl.empty()) append_line_atomic(o.jsonl, jsonl_record(r).dump());
   if (!o.html.empty()) write_file_atomic(o.html, report_html(r));
 }

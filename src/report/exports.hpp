@@ -8,7 +8,7 @@ namespace latprof {
 
 struct ExportOptions {
   std::string trace;  // Chrome trace event JSON (Perfetto, chrome://tracing)
-  std::string csv;    // one row per stage and op
+  std::string csv;    // one row per stage and op (load mode: one per request)
   std::string jsonl;  // one flat line per run, appended
   std::string html;   // self-contained HTML report
 };

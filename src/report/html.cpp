@@ -6,6 +6,7 @@
 
 #include "core/format.hpp"
 #include "core/xml.hpp"
+#include "report/load_view.hpp"
 #include "report/plot.hpp"
 #include "report/report_fields.hpp"
 
@@ -205,6 +206,336 @@ std::string row_table(const std::vector<Row>& rows, bool ops) {
   return s + "</tbody></table>";
 }
 
+// ---- load mode (`run --requests`) ------------------------------------------------------------
+
+// A chart's frame: the plot area, grid, ticks (text.xtick / text.ytick with data-value), axes and
+// labels. Charts draw inside [L, L + pw] x [T, T + ph].
+struct Plot {
+  double W = 900, H = 300, L = 70, R = 20, T = 28, B = 45;
+  Axis xa, ya;
+  int64_t xlabel_every = 1;  // label the x ticks at multiples of this many tick steps
+  double pw() const { return W - L - R; }
+  double ph() const { return H - T - B; }
+  double px(double x) const { return L + (x - xa.lo) / (xa.hi - xa.lo) * pw(); }
+  double py(double y) const { return T + ph() - (y - ya.lo) / (ya.hi - ya.lo) * ph(); }
+  std::string open(const std::string& id, const std::string& aria, const std::string& xlabel,
+                   const std::string& ylabel, const std::string& attrs) const {
+    std::string s = "<svg id=\"" + id +
+                    "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " +
+                    f2(W) + " " + f2(H) + "\" role=\"img\" aria-label=\"" + html_escape(aria) +
+                    "\"" + attrs + ">";
+    s += "<rect class=\"plot-area\" x=\"" + f2(L) + "\" y=\"" + f2(T) + "\" width=\"" + f2(pw()) +
+         "\" height=\"" + f2(ph()) + "\" fill=\"none\"/>";
+    for (double t : ya.ticks)
+      s += "<line class=\"grid\" x1=\"" + f2(L) + "\" x2=\"" + f2(L + pw()) + "\" y1=\"" +
+           f2(py(t)) + "\" y2=\"" + f2(py(t)) + "\"/><text class=\"tick ytick\" x=\"" + f2(L - 6) +
+           "\" y=\"" + f2(py(t) + 4) + "\" text-anchor=\"end\" data-value=\"" + tick_label(t) +
+           "\">" + tick_label(t) + "</text>";
+    const double step = xa.ticks.size() > 1 ? xa.ticks[1] - xa.ticks[0] : 1;
+    for (double t : xa.ticks) {
+      if (std::llround(t / step) % xlabel_every != 0) continue;
+      s += "<text class=\"tick xtick\" x=\"" + f2(px(t)) + "\" y=\"" + f2(T + ph() + 18) +
+           "\" text-anchor=\"middle\" data-value=\"" + tick_label(t) + "\">" + tick_label(t) +
+           "</text>";
+    }
+    s += "<line class=\"axis\" x1=\"" + f2(L) + "\" x2=\"" + f2(L) + "\" y1=\"" + f2(T) +
+         "\" y2=\"" + f2(T + ph()) + "\"/><line class=\"axis\" x1=\"" + f2(L) + "\" x2=\"" +
+         f2(L + pw()) + "\" y1=\"" + f2(T + ph()) + "\" y2=\"" + f2(T + ph()) + "\"/>";
+    s += "<text class=\"label\" x=\"" + f2(L + pw() / 2) + "\" y=\"" + f2(H - 6) +
+         "\" text-anchor=\"middle\">" + html_escape(xlabel) + "</text>";
+    s += "<text class=\"label\" transform=\"rotate(-90)\" x=\"" + f2(-(T + ph() / 2)) +
+         "\" y=\"16\" text-anchor=\"middle\">" + html_escape(ylabel) + "</text>";
+    return s;
+  }
+};
+
+// A histogram of samples (ms): about 20 bins of equal width on a 1-2-5 grid, one rect.bin per
+// non-empty bin (data-lo, data-hi, data-count), and the report's p50 and p99 as vertical
+// line.marker. A long tail (the largest sample above 4x the report's p99, as when prefills stall
+// decodes) would squash the rest into one bin: then the bins end at the first grid line at or above
+// p99 and the samples beyond it are one rect.bin.overflow right of the plot, labelled "> X".
+// The svg carries data-samples (finite samples), data-bins and data-overflow.
+std::string histogram(const std::string& id, const std::string& what,
+                      const std::vector<double>& samples, const Percentiles& p) {
+  std::vector<double> v;
+  for (double x : samples)
+    if (std::isfinite(x)) v.push_back(x);
+  if (v.empty()) return "<p class=\"empty\">No " + html_escape(what) + " samples.</p>";
+  const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+  const bool tail = p.count > 0 && std::isfinite(p.p99) && p.p99 > *mn && p.p99 < *mx / 4;
+  const Axis bins = nice_axis(*mn, tail ? p.p99 : *mx, 20);
+  const double edge = std::max(bins.hi, tail ? p.p99 : *mx);  // above it: the overflow bar
+  const size_t nb = bins.ticks.size() - 1;
+  const double width = (bins.hi - bins.lo) / double(nb);
+  std::vector<int64_t> count(nb, 0);
+  int64_t over = 0;
+  for (double x : v) {
+    if (x > edge) {
+      ++over;
+      continue;
+    }
+    ++count[std::min(nb - 1, size_t(std::max(0.0, std::floor((x - bins.lo) / width))))];
+  }
+  Plot pl;
+  if (over > 0) pl.R = 110;  // room for the overflow bar
+  // The x axis is the bins' own grid (so it ends where the bins do), labelled at about 8 of them.
+  pl.xa = bins;
+  for (int64_t every : {1, 2, 4, 5, 10, 20, 50})
+    if (int64_t(nb) <= 8 * every) {
+      pl.xlabel_every = every;
+      break;
+    }
+  pl.ya = nice_axis(
+      0, std::max<double>({5, double(over), double(*std::max_element(count.begin(), count.end()))}),
+      5);
+  std::string s =
+      pl.open(id, what + " distribution", what + " (ms)", "count",
+              " data-samples=\"" + std::to_string(v.size()) + "\" data-bins=\"" +
+                  std::to_string(nb) + "\" data-overflow=\"" + std::to_string(over) + "\"");
+  auto bar = [&](const std::string& cls, double x0, double x1, int64_t n, double lo, double hi,
+                 const std::string& title) {
+    const double y = pl.py(double(n));
+    return "<rect class=\"" + cls + "\" x=\"" + f2(x0) + "\" y=\"" + f2(y) + "\" width=\"" +
+           f2(std::max(0.0, x1 - x0 - 1)) + "\" height=\"" + f2(pl.T + pl.ph() - y) +
+           "\" fill=\"#4e79a7\" data-lo=\"" + tick_label(lo) + "\" data-hi=\"" + tick_label(hi) +
+           "\" data-count=\"" + std::to_string(n) + "\"><title>" + title + ": " +
+           std::to_string(n) + "</title></rect>";
+  };
+  for (size_t k = 0; k < nb; ++k) {
+    if (count[k] == 0) continue;
+    const double a = bins.lo + width * double(k), b = a + width;
+    s += bar("bin", pl.px(a), pl.px(b), count[k], a, b, fmt_ms(a) + " to " + fmt_ms(b));
+  }
+  if (over > 0) {
+    const double x0 = pl.L + pl.pw() + 30, x1 = x0 + 50;
+    s += bar("bin overflow", x0, x1, over, bins.hi, *mx,
+             "above " + fmt_ms(bins.hi) + " (up to " + fmt_ms(*mx) + ")");
+    s += "<text class=\"tick overflow-label\" x=\"" + f2((x0 + x1) / 2) + "\" y=\"" +
+         f2(pl.T + pl.ph() + 18) + "\" text-anchor=\"middle\">&gt; " + tick_label(bins.hi) +
+         "</text>";
+  }
+  if (p.count > 0)
+    for (const auto& [name, x] : {std::pair<const char*, double>{"p50", p.p50}, {"p99", p.p99}}) {
+      const double X = pl.px(x);
+      // Labels in two rows above the plot (p50 higher), right of the line in the plot's left
+      // three quarters, left of it beyond.
+      const bool row2 = std::string(name) == "p99", right = X < pl.L + 0.75 * pl.pw();
+      s += "<line class=\"marker\" data-stat=\"" + std::string(name) + "\" data-value=\"" +
+           nlohmann::json(x).dump() + "\" x1=\"" + f2(X) + "\" x2=\"" + f2(X) + "\" y1=\"" +
+           f2(pl.T) + "\" y2=\"" + f2(pl.T + pl.ph()) + "\"/><text class=\"marker-label\" x=\"" +
+           f2(right ? X + 3 : X - 3) + "\" y=\"" + f2(pl.T - (row2 ? 4 : 16)) +
+           "\" text-anchor=\"" + (right ? "start" : "end") + "\">" + name + " " + fmt_ms(x) +
+           "</text>";
+    }
+  return s + "</svg>";
+}
+
+// The end of the engine's last step, or the run's duration when the report has it: the time
+// axis of the over-time charts.
+double run_end_ms(const RunReport& r) {
+  double end = 0;
+  for (const StepRow& st : r.steps) end = std::max(end, st.start_ms + st.time_ms);
+  if (r.load.is_object() && r.load.contains("duration_ms") && r.load["duration_ms"].is_number())
+    end = std::max(end, r.load["duration_ms"].get<double>());
+  return end;
+}
+
+// Tokens per engine step against time: each step a bar from its start to its end (at least one
+// pixel wide), decode tokens (rect.dec) at the bottom, prefill tokens (rect.pre) above them.
+std::string batch_chart(const RunReport& r) {
+  if (r.steps.empty()) return "<p class=\"empty\">No engine steps.</p>";
+  double most = 0;
+  for (const StepRow& st : r.steps)
+    most = std::max(most, double(st.prefill_tokens + st.decode_tokens));
+  Plot pl;
+  pl.xa = nice_axis(0, run_end_ms(r), 10);
+  pl.ya = nice_axis(0, std::max(1.0, most), 5);
+  std::string s =
+      pl.open("batch-chart", "tokens per engine step over time", "time from the first arrival (ms)",
+              "tokens in the step", " data-steps=\"" + std::to_string(r.steps.size()) + "\"");
+  auto bar = [&](const char* cls, const StepRow& st, double y0, double y1, const char* fill) {
+    const double x0 = pl.px(st.start_ms), x1 = pl.px(st.start_ms + st.time_ms);
+    return "<rect class=\"" + std::string(cls) + "\" x=\"" + f2(x0) + "\" y=\"" + f2(pl.py(y1)) +
+           "\" width=\"" + f2(std::max(1.0, x1 - x0)) + "\" height=\"" + f2(pl.py(y0) - pl.py(y1)) +
+           "\" fill=\"" + fill + "\" data-step=\"" + std::to_string(st.index) +
+           "\" data-tokens=\"" + tick_label(y1 - y0) + "\"><title>step " +
+           std::to_string(st.index) + " at " + fmt_ms(st.start_ms) + ": " +
+           std::to_string(st.prefill_tokens) + " prefill + " + std::to_string(st.decode_tokens) +
+           " decode tokens, " + std::to_string(st.seqs) + " sequences, " + fmt_ms(st.time_ms) +
+           "</title></rect>";
+  };
+  for (const StepRow& st : r.steps) {
+    const double d = double(st.decode_tokens), p = double(st.prefill_tokens);
+    if (d > 0) s += bar("dec", st, 0, d, "#4e79a7");
+    if (p > 0) s += bar("pre", st, d, d + p, "#f28e2b");
+  }
+  const double ly = pl.T - 12;
+  s += "<rect x=\"" + f2(pl.L) + "\" y=\"" + f2(ly - 9) +
+       "\" width=\"10\" height=\"10\" fill=\"#4e79a7\"/><text x=\"" + f2(pl.L + 14) + "\" y=\"" +
+       f2(ly) + "\">decode tokens</text><rect x=\"" + f2(pl.L + 120) + "\" y=\"" + f2(ly - 9) +
+       "\" width=\"10\" height=\"10\" fill=\"#f28e2b\"/><text x=\"" + f2(pl.L + 134) + "\" y=\"" +
+       f2(ly) + "\">prefill tokens</text>";
+  return s + "</svg>";
+}
+
+// KV-cache blocks in use (percent of the pool) after each step, from the step's end.
+std::string kv_chart(const RunReport& r) {
+  if (r.steps.empty()) return "<p class=\"empty\">No engine steps.</p>";
+  double most = 0;
+  for (const StepRow& st : r.steps) most = std::max(most, st.kv_usage * 100);
+  Plot pl;
+  pl.xa = nice_axis(0, run_end_ms(r), 10);
+  pl.ya = nice_axis(0, most > 0 ? most : 1.0, 5);
+  std::string s =
+      pl.open("kv-chart", "KV cache use over time", "time from the first arrival (ms)",
+              "KV blocks in use (%)", " data-points=\"" + std::to_string(r.steps.size()) + "\"");
+  // A staircase: the use after a step holds until the next step's end changes it.
+  std::string pts;
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const StepRow& st = r.steps[i];
+    const double x = pl.px(st.start_ms + st.time_ms);
+    if (i) pts += f2(x) + "," + f2(pl.py(r.steps[i - 1].kv_usage * 100)) + " ";
+    pts += f2(x) + "," + f2(pl.py(st.kv_usage * 100)) + " ";
+  }
+  s += "<polyline class=\"line kv\" fill=\"none\" points=\"" + pts + "\"/>";
+  return s + "</svg>";
+}
+
+// The mean of each latency class over the requests as one stacked bar of the mean E2E.
+std::string class_bar(const RunReport& r) {
+  static const char* const names[] = {"compute", "memory", "communication", "scheduling"};
+  static const char* const fills[] = {"#59a14f", "#4e79a7", "#b07aa1", "#e15759"};
+  double mean[4], total = 0;
+  for (int i = 0; i < 4; ++i) {
+    const Percentiles p = summary_distribution(r, "classes_ms", names[i]);
+    if (p.count == 0) return "<p class=\"empty\">No latency classes in this report.</p>";
+    mean[i] = std::max(0.0, p.mean);
+    total += mean[i];
+  }
+  const double W = 900, H = 40, top = 10;
+  std::string svg =
+      "<svg id=\"class-bar\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " +
+      f2(W) + " " + f2(top + H + 20 * 4 + 10) + "\" role=\"img\" aria-label=\"latency classes\">";
+  double x = 0;
+  for (int i = 0; i < 4; ++i) {
+    const double w = total > 0 ? mean[i] / total * W : 0;
+    svg += "<rect class=\"latency-class\" data-class=\"" + std::string(names[i]) + "\" data-ms=\"" +
+           nlohmann::json(mean[i]).dump() + "\" x=\"" + f2(x) + "\" y=\"" + f2(top) +
+           "\" width=\"" + f2(w) + "\" height=\"" + f2(H) + "\" fill=\"" + fills[i] + "\"><title>" +
+           names[i] + ": " + fmt_ms(mean[i]) + "</title></rect>";
+    x += w;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const double y = top + H + 16 + 20 * double(i);
+    svg += "<rect x=\"0\" y=\"" + f2(y - 11) + "\" width=\"12\" height=\"12\" fill=\"" + fills[i] +
+           "\"/><text x=\"18\" y=\"" + f2(y) + "\">" + names[i] + ": " + fmt_ms(mean[i]) +
+           " per request (mean), " + (total > 0 ? fmt_pct(mean[i] / total) : "-") +
+           " of the mean end-to-end</text>";
+  }
+  return svg + "</svg>";
+}
+
+// The load's settings in one line: "30 requests at 40/s (poisson), input uniform:8:64, ...".
+std::string load_line(const RunReport& r) {
+  const nlohmann::json& l = r.load;
+  auto text = [&](const char* k) -> std::string {
+    if (!l.is_object() || !l.contains(k) || l[k].is_null()) return "";
+    return l[k].is_string() ? l[k].get<std::string>() : l[k].dump();
+  };
+  std::string s = text("requests") + " requests ";
+  if (text("rate") == "inf") {
+    s += "at once (rate inf)";
+  } else {
+    s += "at " + text("rate") + "/s (" + text("arrival");
+    if (text("arrival") == "gamma") s += ", burstiness " + text("burstiness");
+    s += ")";
+  }
+  if (!text("dataset").empty())
+    s += ", dataset " + text("dataset");
+  else
+    s += ", input " + text("input") + ", output " + text("output");
+  if (!text("slo").empty()) s += ", SLO " + text("slo");
+  if (text("prefix_cache") == "true") s += ", prefix cache on";
+  return s;
+}
+
+std::string load_card(const std::string& key, const std::string& value, const std::string& what) {
+  return "<div class=\"card\" data-summary=\"" + key + "\"><div class=\"v\">" + html_escape(value) +
+         "</div><div class=\"k\">" + html_escape(what) + "</div></div>";
+}
+
+// The load-mode body: headline figures of the summary, its distributions, the charts over the
+// requests and over time, and the latency classes.
+std::string load_sections(const RunReport& r) {
+  const std::vector<RequestView> reqs = request_views(r);
+  const Percentiles ttft = summary_distribution(r, "ttft_ms"),
+                    tpot = summary_distribution(r, "tpot_ms"),
+                    itl = summary_distribution(r, "itl_ms"),
+                    e2e = summary_distribution(r, "e2e_ms"),
+                    queue = summary_distribution(r, "queue_ms");
+  auto ms_or_dash = [](const Percentiles& p, double Percentiles::*f) {
+    return p.count > 0 ? fmt_ms(p.*f) : std::string("-");
+  };
+  auto rate = [&](const char* k, const char* unit) {
+    const double v = summary_number(r, k);
+    return std::isfinite(v) ? fmt_rate(v, unit) : std::string("-");
+  };
+  std::string h = "<div class=\"cards\" id=\"load-metrics\">";
+  h += load_card("requests", std::to_string(reqs.size()), "requests finished");
+  h += load_card("duration_s", fmt_ms(summary_number(r, "duration_s") * 1e3),
+                 "duration: first arrival to last token");
+  h += load_card("request_throughput", rate("request_throughput", "req/s"), "request throughput");
+  h += load_card("output_tokens_per_s", rate("output_tokens_per_s", "tok/s"), "output tokens / s");
+  h += load_card("goodput", rate("goodput", "req/s"), "goodput: requests meeting every SLO / s");
+  const double att = summary_number(r, "slo_attainment");
+  h += load_card("slo_attainment", std::isfinite(att) ? fmt_pct(att) : "-", "SLO attainment");
+  h += load_card("ttft_p50", ms_or_dash(ttft, &Percentiles::p50), "TTFT p50");
+  h += load_card("ttft_p99", ms_or_dash(ttft, &Percentiles::p99), "TTFT p99");
+  h += load_card("tpot_p50", ms_or_dash(tpot, &Percentiles::p50), "TPOT p50");
+  h += load_card("tpot_p99", ms_or_dash(tpot, &Percentiles::p99), "TPOT p99");
+  h += load_card("itl_p99", ms_or_dash(itl, &Percentiles::p99), "ITL p99");
+  h += load_card("e2e_p99", ms_or_dash(e2e, &Percentiles::p99), "E2E p99");
+  h += "</div>";
+
+  h += "<h2>Latency per request</h2><table id=\"load-summary\">" + percentile_header() + "<tbody>";
+  h += percentile_row("TTFT", ttft);
+  h += percentile_row("TPOT", tpot);
+  h += percentile_row("ITL (all gaps)", itl);
+  h += percentile_row("E2E", e2e);
+  h += percentile_row("queue", queue);
+  h += "</tbody></table>";
+  const auto int_of = [&](const char* k) {
+    return r.summary.is_object() && r.summary.contains(k) && r.summary[k].is_number_integer()
+               ? std::to_string(r.summary[k].get<int64_t>())
+               : std::string("-");
+  };
+  h += "<p>Latencies count from each request's arrival (queueing included). Preemptions " +
+       int_of("preemptions") + ", prefix-cache hits " + int_of("prefix_hit_tokens") + " tokens" +
+       (r.summary.is_object() && r.summary.contains("slo") && r.summary["slo"].is_string()
+            ? ", SLO " + html_escape(r.summary["slo"].get<std::string>())
+            : std::string(", no SLO set (goodput counts every request)")) +
+       ".</p>";
+
+  std::vector<double> ttfts, gaps;
+  for (const RequestView& q : reqs) {
+    ttfts.push_back(q.ttft_ms);
+    gaps.insert(gaps.end(), q.itl_ms.begin(), q.itl_ms.end());
+  }
+  h += "<h2>TTFT distribution</h2>" + histogram("ttft-hist", "TTFT", ttfts, ttft);
+  h += "<h2>Inter-token latency distribution</h2>" +
+       histogram("itl-hist", "inter-token latency", gaps, itl);
+
+  h += "<h2>Latency classes</h2>" + class_bar(r);
+  h += "<table id=\"class-table\">" + percentile_header() + "<tbody>";
+  for (const char* c : {"compute", "memory", "communication", "scheduling"})
+    h += percentile_row(c, summary_distribution(r, "classes_ms", c));
+  h += "</tbody></table>";
+
+  h += "<h2>Batch composition over time</h2>" + batch_chart(r);
+  h += "<h2>KV cache use over time</h2>" + kv_chart(r);
+  return h;
+}
+
 // The roofline SVG without an XML prolog or doctype, so that it can sit inside HTML.
 std::string inline_svg(std::string svg) {
   const size_t at = svg.find("<svg");
@@ -221,7 +552,7 @@ table{border-collapse:collapse;font-variant-numeric:tabular-nums}td,th{padding:3
 th:first-child,td:first-child{text-align:left}table.ops td:nth-child(2),table.ops th:nth-child(2){text-align:left}
 svg.chart{width:100%;height:auto;font-size:12px}svg text{fill:#333}
 .grid{stroke:#eee}.axis{stroke:#888}.line{stroke:#4e79a7;stroke-width:2}.pt{fill:#4e79a7}.pt.hot{fill:#e15759}
-#readout{color:#444;min-height:1.4em}.check-error{color:#b00}.check-warning{color:#a60}
+#readout{color:#444;min-height:1.4em}.marker{stroke:#e15759;stroke-dasharray:4 3}.marker-label{fill:#e15759}.line.kv{stroke:#59a14f}.check-error{color:#b00}.check-warning{color:#a60}
 footer{color:#888;margin-top:28px;font-size:12px}
 )";
 
@@ -244,26 +575,10 @@ const char* kScript = R"(
 })();
 )";
 
-}  // namespace
-
-std::string report_html(const RunReport& r) {
-  const RunInfo& ri = r.run;
-  const std::string title = "latprof: " + ri.model + " " + ri.dtype + " on " + ri.backend;
+// The single-request body: headline metrics, the stage bar, per-token decode latency and the
+// percentiles.
+std::string single_sections(const RunReport& r) {
   std::string h;
-  h += "<!DOCTYPE html>\n<html lang=\"en\" data-latprof-js-errors=\"0\"><head><meta "
-       "charset=\"utf-8\">";
-  h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">";
-  h += "<title>" + html_escape(title) + "</title>";
-  // First script: count uncaught errors of anything that follows.
-  h += "<script>window.addEventListener('error',function(){var r=document.documentElement;"
-       "r.setAttribute('data-latprof-js-errors',String(Number(r.getAttribute("
-       "'data-latprof-js-errors')||0)+1));});</script>";
-  h += "<style>" + std::string(kStyle) + "</style></head><body>";
-  h += "<h1>" + html_escape(title) + "</h1>";
-  h += "<p class=\"sub\">" + html_escape(ri.device) + "; input " + std::to_string(ri.input_tokens) +
-       ", output " + std::to_string(ri.output_tokens) + ", batch " + std::to_string(ri.batch) +
-       ", " + std::to_string(ri.repeat) + " repeat(s); " + html_escape(r.created_utc) + "</p>";
-
   h += "<div class=\"cards\" id=\"metrics\">";
   for (const auto& f : metric_fields()) {
     const double v = f.get(r.metrics);
@@ -284,6 +599,40 @@ std::string report_html(const RunReport& r) {
   h += "</tbody></table>";
   h += "<p>TTFT " + fmt_ms(r.metrics.ttft_ms) + ", TPOT " + fmt_ms(r.metrics.tpot_ms) + ", E2E " +
        fmt_ms(r.metrics.e2e_ms) + " (median repeat).</p>";
+  return h;
+}
+
+}  // namespace
+
+std::string report_html(const RunReport& r) {
+  const RunInfo& ri = r.run;
+  const std::string title = "latprof: " + ri.model + " " + ri.dtype + " on " + ri.backend;
+  std::string h;
+  h += "<!DOCTYPE html>\n<html lang=\"en\" data-latprof-js-errors=\"0\"><head><meta "
+       "charset=\"utf-8\">";
+  h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">";
+  h += "<title>" + html_escape(title) + "</title>";
+  // First script: count uncaught errors of anything that follows.
+  h += "<script>window.addEventListener('error',function(){var r=document.documentElement;"
+       "r.setAttribute('data-latprof-js-errors',String(Number(r.getAttribute("
+       "'data-latprof-js-errors')||0)+1));});</script>";
+  h += "<style>" + std::string(kStyle) + "</style></head><body>";
+  h += "<h1>" + html_escape(title) + "</h1>";
+  if (is_load_report(r))
+    h += "<p class=\"sub\">" + html_escape(ri.device) + "; " + html_escape(load_line(r)) + "; " +
+         html_escape(r.created_utc) + "</p>";
+  else
+    h += "<p class=\"sub\">" + html_escape(ri.device) + "; input " +
+         std::to_string(ri.input_tokens) + ", output " + std::to_string(ri.output_tokens) +
+         ", batch " + std::to_string(ri.batch) + ", " + std::to_string(ri.repeat) + " repeat(s); " +
+         html_escape(r.created_utc) + "</p>";
+
+  if (is_load_report(r)) {
+    h += load_sections(r);
+    h += "<h2>Where the time goes</h2>" + stage_bar(r);
+  } else {
+    h += single_sections(r);
+  }
 
   h += "<h2>Roofline</h2><div id=\"roofline\">" + inline_svg(roofline_svg(r)) + "</div>";
   h += "<p>Ceilings: memory " + fmt_rate(r.ceilings.mem_bw_bytes_per_s, "B/s") + ", compute " +

@@ -6,11 +6,13 @@
 #include <map>
 #include <set>
 
+#include "report/load_view.hpp"
+
 namespace latprof {
 
 namespace {
 
-constexpr int kRequestPid = 1, kGpuPid = 2;
+constexpr int kRequestPid = 1, kGpuPid = 2, kRequestsPid = 3;
 constexpr int kRequestTid = 1;
 
 struct Span {
@@ -117,22 +119,120 @@ void gpu_arrays(const nlohmann::json& p,
     for (const auto& [k, v] : p.items()) gpu_arrays(v, out, 1);
 }
 
+nlohmann::json num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
+
+nlohmann::json counter(const char* name, int pid, int64_t ns, const nlohmann::json& args) {
+  return {{"name", name}, {"ph", "C"}, {"pid", pid}, {"ts", double(ns) / 1e3}, {"args", args}};
+}
+
+// Load mode: the engine's counters over time, sampled at each step. Running sequences and the
+// step's tokens hold from the step's start; they drop to 0 at its end when no step follows at
+// once (the engine idles). KV usage is the fraction after the step, at its end.
+void step_counters(const RunReport& r, int pid, nlohmann::json& ev) {
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const StepRow& st = r.steps[i];
+    const int64_t a = to_ns(st.start_ms * 1e3);
+    const int64_t b = std::max(a, to_ns((st.start_ms + st.time_ms) * 1e3));
+    ev.push_back(counter("running sequences", pid, a, {{"seqs", st.seqs}}));
+    ev.push_back(counter("step tokens", pid, a,
+                         {{"prefill", st.prefill_tokens}, {"decode", st.decode_tokens}}));
+    ev.push_back(counter("KV usage", pid, b, {{"kv_usage", st.kv_usage}}));
+    const bool idle_after = i + 1 == r.steps.size() || to_ns(r.steps[i + 1].start_ms * 1e3) > b;
+    if (idle_after) {
+      ev.push_back(counter("running sequences", pid, b, {{"seqs", 0}}));
+      ev.push_back(counter("step tokens", pid, b, {{"prefill", 0}, {"decode", 0}}));
+    }
+  }
+}
+
+// Load mode: one thread per request on process kRequestsPid. The request's span (arrival to its
+// last token, with its figures in args) holds three phases that partition it: queued [arrival,
+// arrival + queue], prefill [arrival + queue, arrival + ttft], decode [arrival + ttft, arrival +
+// e2e]; with no queue time known, "queued + prefill" [arrival, arrival + ttft]. Each token is an
+// instant event at arrival + ttft + the sum of the gaps before it.
+void request_tracks(const RunReport& r, nlohmann::json& ev) {
+  const std::vector<RequestView> reqs = request_views(r);
+  if (reqs.empty()) return;
+  ev.push_back(meta(
+      "process_name", kRequestsPid, -1,
+      {{"name", "requests: " + std::to_string(reqs.size()) + " (time 0 = the first arrival)"}}));
+  ev.push_back(meta("process_sort_index", kRequestsPid, -1, {{"sort_index", 1}}));
+  for (const RequestView& q : reqs) {
+    if (!std::isfinite(q.arrival_ms) || !std::isfinite(q.ttft_ms) || !std::isfinite(q.e2e_ms))
+      continue;
+    const int tid = int(q.id) + 1;
+    ev.push_back(
+        meta("thread_name", kRequestsPid, tid, {{"name", "request " + std::to_string(q.id)}}));
+    ev.push_back(meta("thread_sort_index", kRequestsPid, tid, {{"sort_index", q.id}}));
+    // Phase boundaries, rounded once and kept in order so the phases tile the request.
+    const int64_t a = to_ns(q.arrival_ms * 1e3);
+    const int64_t e = std::max(a, to_ns((q.arrival_ms + q.e2e_ms) * 1e3));
+    const int64_t t = std::clamp(to_ns((q.arrival_ms + q.ttft_ms) * 1e3), a, e);
+    const bool queued = std::isfinite(q.queue_ms);
+    const int64_t w = queued ? std::clamp(to_ns((q.arrival_ms + q.queue_ms) * 1e3), a, t) : a;
+    Span whole{"request " + std::to_string(q.id), "request", a, e};
+    whole.args = {{"id", q.id},
+                  {"input_tokens", q.input_tokens},
+                  {"output_tokens", q.output_tokens},
+                  {"arrival_ms", num(q.arrival_ms)},
+                  {"queue_ms", num(q.queue_ms)},
+                  {"ttft_ms", num(q.ttft_ms)},
+                  {"tpot_ms", num(q.tpot_ms)},
+                  {"e2e_ms", num(q.e2e_ms)},
+                  {"preemptions", q.preemptions},
+                  {"prefix_hit_tokens", q.prefix_hit_tokens},
+                  {"slo_met", q.slo_met ? nlohmann::json(*q.slo_met) : nlohmann::json()},
+                  {"class_compute_ms", num(q.compute_ms)},
+                  {"class_memory_ms", num(q.memory_ms)},
+                  {"class_communication_ms", num(q.communication_ms)},
+                  {"class_scheduling_ms", num(q.scheduling_ms)}};
+    ev.push_back(complete(whole, kRequestsPid, tid));
+    const nlohmann::json id = {{"id", q.id}};
+    if (queued) ev.push_back(complete({"queued", "queue", a, w, id}, kRequestsPid, tid));
+    ev.push_back(complete({queued ? "prefill" : "queued + prefill", "prefill", w, t, id},
+                          kRequestsPid, tid));
+    ev.push_back(complete({"decode", "decode", t, e, id}, kRequestsPid, tid));
+    double tok_ms = q.arrival_ms + q.ttft_ms;
+    for (size_t k = 0; k <= q.itl_ms.size(); ++k) {
+      if (k) tok_ms += q.itl_ms[k - 1];
+      ev.push_back({{"name", "token " + std::to_string(k)},
+                    {"cat", "token"},
+                    {"ph", "i"},
+                    {"s", "t"},
+                    {"pid", kRequestsPid},
+                    {"tid", tid},
+                    {"ts", double(to_ns(tok_ms * 1e3)) / 1e3},
+                    {"args",
+                     {{"id", q.id},
+                      {"token", k},
+                      {"gap_ms", k ? num(q.itl_ms[k - 1]) : nlohmann::json()}}}});
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::json trace_json(const RunReport& r) {
   nlohmann::json ev = nlohmann::json::array();
   const std::string what =
       r.run.model + " " + r.run.dtype + " on " + r.run.backend + " (" + r.run.device + ")";
+  const bool load = is_load_report(r);
   ev.push_back(
-      meta("process_name", kRequestPid, -1, {{"name", "request: " + what + ", median repeat"}}));
+      meta("process_name", kRequestPid, -1,
+           {{"name", load ? "engine: " + what + ", run --requests (time 0 = the first arrival)"
+                          : "request: " + what + ", median repeat"}}));
   ev.push_back(meta("process_sort_index", kRequestPid, -1, {{"sort_index", 0}}));
-  ev.push_back(meta("thread_name", kRequestPid, kRequestTid,
-                    {{"name", "stages > decode steps > layers > ops"}}));
-  for (const Span& s : request_spans(r)) ev.push_back(complete(s, kRequestPid, kRequestTid));
+  if (!load) {
+    ev.push_back(meta("thread_name", kRequestPid, kRequestTid,
+                      {{"name", "stages > decode steps > layers > ops"}}));
+    for (const Span& s : request_spans(r)) ev.push_back(complete(s, kRequestPid, kRequestTid));
+  }
   // The engine's steps on a track of their own: what each step held and cost.
   if (!r.steps.empty()) {
-    constexpr int kStepsTid = kRequestTid + 1;
-    ev.push_back(meta("thread_name", kRequestPid, kStepsTid,
+    const int steps_tid = load ? kRequestTid : kRequestTid + 1;
+    ev.push_back(meta("thread_name", kRequestPid, steps_tid,
                       {{"name", "engine steps (prefill + decode tokens)"}}));
     for (const StepRow& st : r.steps) {
       Span s;
@@ -151,9 +251,11 @@ nlohmann::json trace_json(const RunReport& r) {
                 {"sample_ms", st.sample_ms},
                 {"mfu", st.mfu},
                 {"mbu", st.mbu}};
-      ev.push_back(complete(s, kRequestPid, kStepsTid));
+      ev.push_back(complete(s, kRequestPid, steps_tid));
     }
+    if (load) step_counters(r, kRequestPid, ev);
   }
+  if (load) request_tracks(r, ev);
 
   std::vector<std::pair<std::string, const nlohmann::json*>> arrays;
   gpu_arrays(r.profile, arrays, 0);
@@ -191,6 +293,7 @@ nlohmann::json trace_json(const RunReport& r) {
   if (r.tool.is_object() && r.tool.contains("git_commit"))
     other["git_commit"] = r.tool["git_commit"];
   if (std::isfinite(r.metrics.e2e_ms)) other["e2e_ms"] = r.metrics.e2e_ms;
+  if (load) other["load"] = r.load;
   return {{"traceEvents", ev}, {"displayTimeUnit", "ms"}, {"otherData", other}};
 }
 

@@ -18,6 +18,14 @@ namespace latprof {
 //    {name, start_ns, end_ns, ...}, at the top level or one level down), one tid per stream
 //    when records name one. Those come from a separate profiling request: time 0 is its first
 //    record, not the request start.
+//  Load mode (`run --requests`; time 0 = the first arrival, the clock of steps and requests):
+//  pid 1 "engine": tid 1 holds the engine steps (each a span, its tokens and seqs in args), and
+//    counter events (ph "C") "running sequences", "step tokens" {prefill, decode} (from each
+//    step's start; 0 while the engine idles) and "KV usage" (after each step, at its end).
+//  pid 3 "requests": one thread per request (tid = id + 1): the span "request <id>" from arrival
+//    to the last token with the request's figures in args, holding "queued" [arrival, arrival +
+//    queue_ms], "prefill" [.., arrival + ttft_ms] and "decode" [.., arrival + e2e_ms], which add
+//    up to e2e_ms; each token an instant event (ph "i") at arrival + ttft + the gaps before it.
 // Metadata events (ph "M") name every process and thread. Times: microseconds, ns resolution.
 nlohmann::json trace_json(const RunReport& r);
 

@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/workload.hpp"
 #include "model/config.hpp"
 #include "model/cost_model.hpp"
 #include "report/report.hpp"
+#include "report/requests.hpp"
 #include "roofline/ceilings.hpp"
 
 namespace report_test {
@@ -194,6 +196,89 @@ inline latprof::RunReport make_report(const Fixture& f = {}) {
     t_us += sample_us;
   }
   push("serialize", "", -1, -1, host_ms * 1e3);
+  return r;
+}
+
+// A load-mode report (`run --requests`): the fixture's stages and ops, plus `requests` requests
+// built by hand and turned into the report's records and summary by report/requests (the same
+// code the runner uses), and engine steps over the run. Request k arrives at 5k ms, waits
+// 0.5 + 0.1k ms, has its first token 2 ms after that, then output - 1 gaps of 1 + 0.1j ms
+// (plus `itl_spike_ms` on request 0's first gap), and finishes 0.01 ms after its last token.
+// Request 3 has no queue time (as the HTTP client sees it), request 7 one output token.
+struct LoadFixture {
+  int requests = 12;
+  double itl_spike_ms = 0;
+  std::string slo = "ttft:3ms";
+};
+
+inline latprof::RunReport make_load_report(const LoadFixture& lf = {}) {
+  using namespace latprof;
+  RunReport r = make_report();
+  r.run.repeat = 1;
+  r.timeline.clear();  // the load mode has no single-request timeline
+  const workload::Slo slo = lf.slo.empty() ? workload::Slo{} : workload::Slo::parse(lf.slo);
+  std::vector<RequestRecord> recs;
+  double end_ms = 0;
+  for (int k = 0; k < lf.requests; ++k) {
+    RequestRecord q;
+    q.id = k;
+    q.input_tokens = 16 + k;
+    const int out = k == 7 ? 1 : 4 + k % 5;
+    q.arrival_ms = 5.0 * k;
+    const double queue = 0.5 + 0.1 * k;
+    if (k != 3) q.queue_ms = queue;
+    double t = q.arrival_ms + queue + 2;
+    for (int j = 0; j < out; ++j) {
+      if (j) t += 1 + 0.1 * j + (k == 0 && j == 1 ? lf.itl_spike_ms : 0);
+      q.token_ms.push_back(t);
+    }
+    q.output_tokens = out;
+    q.finished_ms = t + 0.01;
+    q.preemptions = k == 5 ? 1 : 0;
+    q.prefix_hit_tokens = k % 4 == 0 ? 16 : 0;
+    const double e2e = q.e2e_ms();
+    q.classes_ms = LatencyClasses{0.2 * e2e, 0.3 * e2e, 0, 0.5 * e2e};
+    end_ms = std::max(end_ms, q.finished_ms);
+    recs.push_back(q);
+  }
+  r.requests = nlohmann::json::array();
+  for (const auto& q : recs) r.requests.push_back(request_to_json(q, slo));
+  r.summary = summary_to_json(summarize(recs, slo));
+  r.load = {{"requests", lf.requests},
+            {"rate", 200.0},
+            {"arrival", "constant"},
+            {"burstiness", 1.0},
+            {"input", "16"},
+            {"output", "uniform:1:8"},
+            {"dataset", nullptr},
+            {"slo", lf.slo.empty() ? nlohmann::json() : nlohmann::json(lf.slo)},
+            {"prefix_cache", false},
+            {"duration_ms", end_ms}};
+  // Steps of 0.8 ms every ms while a request is in flight; a request prefills in the step after
+  // its queue time and decodes in the steps up to its last token.
+  r.steps.clear();
+  r.decode_step_ms.clear();
+  for (int64_t ms = 0, index = 0; ms < int64_t(end_ms); ++ms) {
+    StepRow st;
+    for (const auto& q : recs) {
+      const double first = q.token_ms.front(), last = q.token_ms.back();
+      const double start = q.arrival_ms + (q.queue_ms ? *q.queue_ms : 0.5);
+      if (double(ms) <= start && start < double(ms + 1)) {
+        st.prefill_tokens += q.input_tokens;
+        ++st.seqs;
+      } else if (first <= double(ms) && double(ms) < last) {
+        ++st.decode_tokens;
+        ++st.seqs;
+      }
+    }
+    if (st.seqs == 0) continue;
+    st.index = index++;
+    st.start_ms = double(ms);
+    st.time_ms = 0.8;
+    st.kv_usage = 0.05 * double(st.seqs);
+    st.kv_blocks_used = 2 * st.seqs;
+    r.steps.push_back(st);
+  }
   return r;
 }
 

@@ -128,8 +128,8 @@ TEST(Trace, GpuKernelsOnTheirOwnTrack) {
   EXPECT_EQ(copies, 1);
   EXPECT_EQ(tids.size(), 2u);  // kernels and copies apart
   // No profile, no GPU process.
-  for (const auto& e : trace_json(report_test::make_report())["traceEvents"])
-    EXPECT_NE(e["pid"], 2);
+  const json plain = trace_json(report_test::make_report());
+  for (const auto& e : plain["traceEvents"]) EXPECT_NE(e["pid"], 2);
 }
 
 TEST(Csv, OneRowPerStageAndOp) {

@@ -1,10 +1,12 @@
 // The HTML report: self-contained (no network), and loaded in a real headless browser (Debian's
 // chromium) without script errors, with its charts drawn. The screenshot is kept in the build
 // tree (artifacts/ next to this test binary). Skipped, never failed, when chromium is missing.
+// Load-mode reports (`run --requests`) are measured the same way: histograms, batch and KV charts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <regex>
 
 #include "cli/cli_util.hpp"
@@ -90,6 +92,31 @@ const char* kMeasure = R"(<script>
     b.stage = e.dataset.stage;
     out.stages.push(b);
   });
+  // Load mode: each chart's plot area and elements, with their data-* attributes.
+  function elems(svg, sel) {
+    var a = [];
+    if (!svg) return a;
+    svg.querySelectorAll(sel).forEach(function (e) {
+      var b = box(e);
+      b.cls = e.getAttribute('class');
+      for (var k in e.dataset) b[k] = e.dataset[k];
+      a.push(b);
+    });
+    return a;
+  }
+  out.load = {};
+  ['ttft-hist', 'itl-hist', 'batch-chart', 'kv-chart'].forEach(function (id) {
+    var svg = document.getElementById(id);
+    if (!svg) return;
+    var area = svg.querySelector('.plot-area');
+    out.load[id] = {area: area ? box(area) : null, data: Object.assign({}, svg.dataset),
+                    bins: elems(svg, 'rect.bin:not(.overflow)'), overflow: elems(svg, 'rect.overflow'),
+                    bars: elems(svg, 'rect.dec, rect.pre'), lines: elems(svg, 'polyline.kv'),
+                    markers: elems(svg, 'line.marker'), yticks: elems(svg, 'text.ytick')};
+  });
+  var cb = document.getElementById('class-bar');
+  out.classbar = cb ? box(cb) : null;
+  out.classes = elems(cb, 'rect.latency-class');
   var pre = document.createElement('pre');
   pre.id = 'latprof-measure';
   pre.textContent = JSON.stringify(out);
@@ -243,6 +270,119 @@ TEST(Html, ChartsShowAllTheirData) {
       EXPECT_NEAR(p.seen["stages"][i]["w"].get<double>() / total_w, r.stages[i].time_ms / total_ms,
                   0.005)
           << c.tag << " " << r.stages[i].name;
+  }
+}
+
+// A box lies inside the plot area (tolerance in px).
+bool contained(const nlohmann::json& b, const nlohmann::json& area, double tol = 0.6) {
+  const double x = b["x"].get<double>(), y = b["y"].get<double>();
+  const double ax = area["x"].get<double>(), ay = area["y"].get<double>();
+  return x >= ax - tol && y >= ay - tol &&
+         x + b["w"].get<double>() <= ax + area["w"].get<double>() + tol &&
+         y + b["h"].get<double>() <= ay + area["h"].get<double>() + tol;
+}
+
+double num(const nlohmann::json& v) {
+  return v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>();
+}
+
+// The load-mode page as laid out: no script error; every histogram bin, batch bar and the KV
+// line inside its plot area; bar heights in proportion to counts and tokens; the bins hold every
+// sample; the y ticks reach the tallest bar; the class bar's widths are the classes' means.
+TEST(Html, LoadModeChartsRender) {
+  const std::string browser = find_browser();
+  if (browser.empty())
+    GTEST_SKIP() << "chromium is not installed (apt-get install -y chromium); the load-mode "
+                    "charts were not checked in a browser";
+  report_test::LoadFixture plain, tail;
+  tail.requests = 40;
+  tail.itl_spike_ms = 500;
+  for (const auto& [tag, lf] :
+       {std::pair<std::string, report_test::LoadFixture>{"load", plain}, {"load-itl-tail", tail}}) {
+    SCOPED_TRACE(tag);
+    const RunReport r = report_test::make_load_report(lf);
+    const Page p = render(browser, r, tag);
+    if (!p.seen.is_object()) continue;
+    EXPECT_NE(p.dom.find("data-latprof-ready=\"1\""), std::string::npos);
+    EXPECT_NE(p.dom.find("data-latprof-js-errors=\"0\""), std::string::npos);
+    const auto& L = p.seen["load"];
+    for (const char* id : {"ttft-hist", "itl-hist", "batch-chart", "kv-chart"}) {
+      ASSERT_TRUE(L.contains(id) && L[id]["area"].is_object()) << id << " is not drawn";
+      const auto& c = L[id];
+      for (const char* k : {"bins", "bars", "lines", "markers"})
+        for (const auto& e : c[k])
+          EXPECT_TRUE(contained(e, c["area"]))
+              << id << ": " << k << " outside the plot: " << e.dump() << " " << c["area"].dump();
+    }
+    // Histograms: heights in proportion to the counts, every sample in a bin (or the overflow).
+    for (const char* id : {"ttft-hist", "itl-hist"}) {
+      const auto& c = L[id];
+      ASSERT_GT(c["bins"].size(), 0u) << id;
+      int64_t sum = 0, most = 0;
+      const double per = c["bins"][0]["h"].get<double>() / num(c["bins"][0]["count"]);
+      for (const auto& b : c["bins"]) {
+        const int64_t n = int64_t(num(b["count"]));
+        sum += n;
+        most = std::max(most, n);
+        EXPECT_NEAR(b["h"].get<double>(), per * double(n), 1.0) << id << " " << b.dump();
+        EXPECT_GT(b["w"].get<double>(), 0) << id;
+      }
+      for (const auto& b : c["overflow"]) sum += int64_t(num(b["count"]));
+      EXPECT_EQ(sum, int64_t(num(c["data"]["samples"]))) << id;
+      double top = 0;
+      for (const auto& t : c["yticks"]) top = std::max(top, num(t["value"]));
+      EXPECT_GE(top, double(most)) << id << ": the y axis stops below the tallest bin";
+      EXPECT_EQ(c["markers"].size(), 2u) << id;  // p50 and p99
+    }
+    EXPECT_EQ(L["itl-hist"]["overflow"].size(), lf.itl_spike_ms > 0 ? 1u : 0u);
+    // Batch composition: heights in proportion to tokens, decode bars on the x axis.
+    const auto& b = L["batch-chart"];
+    ASSERT_GT(b["bars"].size(), 0u);
+    const double per = b["bars"][0]["h"].get<double>() / num(b["bars"][0]["tokens"]);
+    const double bottom = b["area"]["y"].get<double>() + b["area"]["h"].get<double>();
+    for (const auto& e : b["bars"]) {
+      EXPECT_NEAR(e["h"].get<double>(), per * num(e["tokens"]), 1.0) << e.dump();
+      EXPECT_GE(e["w"].get<double>(), 0.9) << "a step is narrower than a pixel";
+    }
+    // Decode bars stand on the x axis, prefill bars on their step's decode bar (or the axis).
+    std::map<std::string, double> dec_top;  // step -> top of its decode bar
+    size_t dec = 0, pre = 0;
+    for (const auto& e : b["bars"]) {
+      const double y = e["y"].get<double>(), h = e["h"].get<double>();
+      if (e["cls"] == "dec") {
+        ++dec;
+        EXPECT_NEAR(y + h, bottom, 0.6) << e.dump();
+        dec_top[e["step"].get<std::string>()] = y;
+      }
+    }
+    for (const auto& e : b["bars"]) {
+      if (e["cls"] != "pre") continue;
+      ++pre;
+      const auto it = dec_top.find(e["step"].get<std::string>());
+      EXPECT_NEAR(e["y"].get<double>() + e["h"].get<double>(),
+                  it == dec_top.end() ? bottom : it->second, 0.6)
+          << e.dump();
+    }
+    size_t want_dec = 0, want_pre = 0;
+    for (const StepRow& st : r.steps) {
+      want_dec += st.decode_tokens > 0;
+      want_pre += st.prefill_tokens > 0;
+    }
+    EXPECT_EQ(dec, want_dec);
+    EXPECT_EQ(pre, want_pre);
+    // KV use: one line, as wide as the steps span.
+    ASSERT_EQ(L["kv-chart"]["lines"].size(), 1u);
+    EXPECT_GT(L["kv-chart"]["lines"][0]["w"].get<double>(), 100);
+    // The class bar: one rectangle per class, widths in proportion to the means.
+    ASSERT_EQ(p.seen["classes"].size(), 4u);
+    double total_ms = 0, total_w = 0;
+    for (const auto& e : p.seen["classes"]) {
+      total_ms += num(e["ms"]);
+      total_w += e["w"].get<double>();
+    }
+    EXPECT_NEAR(total_w, p.seen["classbar"]["w"].get<double>(), 1.0);
+    for (const auto& e : p.seen["classes"])
+      EXPECT_NEAR(e["w"].get<double>() / total_w, num(e["ms"]) / total_ms, 0.005) << e.dump();
   }
 }
 
