@@ -92,6 +92,22 @@ struct Validator {
         if (!ok) fail(where, "is " + v.dump() + ", expected one of " + rule.dump());
       } else if (k == "const") {
         if (v != rule) fail(where, "is " + v.dump() + ", expected " + rule.dump());
+      } else if (k == "oneOf" || k == "anyOf") {
+        // How many alternatives the value satisfies, each checked on its own.
+        size_t matched = 0;
+        std::string why;
+        for (const auto& alt : rule) {
+          Validator sub{root, 1, {}};
+          sub.check(v, alt, where);
+          if (sub.errors.empty())
+            ++matched;
+          else if (why.empty())
+            why = sub.errors.front();
+        }
+        if (k == "oneOf" && matched != 1)
+          fail(where, matched == 0 ? "matches none of oneOf (" + why + ")"
+                                   : "matches more than one of oneOf");
+        if (k == "anyOf" && matched == 0) fail(where, "matches none of anyOf (" + why + ")");
       } else if (k == "minimum" || k == "exclusiveMinimum" || k == "maximum") {
         if (!v.is_number()) continue;
         const double x = v.get<double>(), lim = rule.get<double>();

@@ -10,6 +10,8 @@
 #include <set>
 
 #include "cli/cli_util.hpp"
+#include "report/report_schema.hpp"
+#include "report/schema_check.hpp"
 
 namespace {
 
@@ -67,6 +69,9 @@ TEST(LoadCli, EveryRequestsClassesAddUpToItsE2E) {
   EXPECT_DOUBLE_EQ(j["summary"]["ttft_ms"]["max"].get<double>(), ttft_max);
   EXPECT_EQ(j["summary"]["ttft_ms"]["count"], 12);
   EXPECT_EQ(j["summary"]["slo_attainment"], 1.0);  // no SLO: every request meets it
+  // The report is valid against the published schema.
+  const auto v = latprof::schema_violations(j, latprof::run_report_schema());
+  EXPECT_TRUE(v.empty()) << v.front();
 }
 
 TEST(LoadCli, QueueTimeIsInsideTtftAndCountsAsScheduling) {
@@ -137,7 +142,8 @@ TEST(LoadCli, PrefixCacheServesSharedPrefixesWhenOn) {
   {
     std::ofstream f(ds);
     std::string prefix;
-    for (int r = 0; r < 6; ++r) prefix += "a long shared system prompt that several requests begin with, ";
+    for (int r = 0; r < 6; ++r)
+      prefix += "a long shared system prompt that several requests begin with, ";
     for (int i = 0; i < 3; ++i)
       f << R"({"prompt": ")" << prefix << "question " << i
         << R"(", "output_tokens": 3, "arrival_ms": )" << 20 * i << "}\n";

@@ -73,8 +73,25 @@ TEST(SchemaValidator, RefsAndUnknownKeywords) {
   EXPECT_TRUE(schema_violations(json::array({1, 2}), s).empty());
   EXPECT_EQ(schema_violations(json::array({1, -2}), s).size(), 1u);
   // A keyword the validator does not implement is an error, never silently passed.
-  EXPECT_THROW(schema_violations(1, {{"oneOf", json::array()}}), std::invalid_argument);
+  EXPECT_THROW(schema_violations(1, {{"not", json::object()}}), std::invalid_argument);
   EXPECT_THROW(schema_violations(1, {{"$ref", "other.json#/x"}}), std::invalid_argument);
+}
+
+TEST(SchemaValidator, OneOfAndAnyOf) {
+  const json s = {
+      {"oneOf", json::array({json{{"type", "number"}, {"minimum", 0}}, json{{"type", "null"}}})}};
+  EXPECT_TRUE(schema_violations(1, s).empty());
+  EXPECT_TRUE(schema_violations(nullptr, s).empty());
+  EXPECT_EQ(schema_violations(-1, s).size(), 1u);
+  EXPECT_EQ(schema_violations("x", s).size(), 1u);
+  // Both alternatives match: not exactly one.
+  const json both = {{"oneOf", json::array({json{{"type", "number"}}, json{{"minimum", 0}}})}};
+  EXPECT_EQ(schema_violations(2, both).size(), 1u);
+  const json any = {{"anyOf", json::array({json{{"type", "number"}}, json{{"minimum", 0}}})}};
+  EXPECT_TRUE(schema_violations(2, any).empty());
+  EXPECT_TRUE(schema_violations("x", any).empty());  // minimum says nothing of a string
+  const json num = {{"anyOf", json::array({json{{"type", "number"}}, json{{"type", "null"}}})}};
+  EXPECT_EQ(schema_violations("x", num).size(), 1u);
 }
 
 TEST(RunReportSchema, AcceptsReportsBuiltHere) {
