@@ -286,6 +286,20 @@ TEST(ReportFields, TypesByTheReaderRangesByTheValueChecks) {
   EXPECT_NE(read(P("/model"), 3).find("model is 3; it must be an object"), std::string::npos);
 }
 
+// A null device or source reads as the reader reads any null string; the ceilings' own check
+// (ceilings_from_json, which report_from_json runs) gives it its default instead of failing on
+// the type (it was an internal error).
+TEST(ReportFields, NullCeilingsTextIsNotAnInternalError) {
+  json j = report_to_json(report_test::make_report());
+  j["ceilings"]["device"] = nullptr;
+  j["ceilings"]["source"] = nullptr;
+  EXPECT_EQ(report_from_json(j, "r.json").ceilings.device, "");
+  EXPECT_EQ(ceilings_from_json(j["ceilings"], "r.json").device, "unknown");
+  EXPECT_EQ(ceilings_from_json(j["ceilings"], "r.json").source, "r.json");
+  j["ceilings"]["device"] = 3;
+  EXPECT_THROW(ceilings_from_json(j["ceilings"], "r.json"), UsageError);
+}
+
 // The acceptance test of the issue: run, write JSON, read it, write it again: byte-identical.
 TEST(ReportFields, RunReportRoundTripIsByteIdentical) {
   const auto dir = cli_test::temp_dir("roundtrip");
