@@ -17,12 +17,8 @@
 
 namespace latprof::cuemutest {
 
-using test::all_close;
-using test::normalized_error;
-using test::random_vector;
-using test::rms;
-using test::round_f16;
-using test::to_half;
+// The shared host helpers (to_half, round_f16, random_vector, rms, all_close, normalized_error).
+using namespace ::latprof::test;
 
 // A device buffer (cudaMalloc of the emulation: guard zones around it, never-reused addresses).
 class DevBuf {

@@ -16,12 +16,8 @@
 
 namespace latprof::gputest {
 
-using test::all_close;
-using test::normalized_error;
-using test::random_vector;
-using test::rms;
-using test::round_f16;
-using test::to_half;
+// The shared host helpers (to_half, round_f16, random_vector, rms, all_close, normalized_error).
+using namespace ::latprof::test;
 
 // The module's entry points; nullptr members when it cannot be loaded (error says why).
 struct Module {
