@@ -167,12 +167,15 @@ void BM_AttentionDecode(benchmark::State& state) {
   lc::fill_f16(vc, int64_t(cache_elems) * copies, 32, 1.0f);
   std::vector<float> q(size_t(n_new * qd)), out(q.size());
   lc::fill_f32(q.data(), int64_t(q.size()), 7, 0.0f, 1.0f);
+  // Each cache copy is one block of ctx positions; the new tokens are its last n_new.
+  std::vector<int32_t> query_start = {0, int32_t(n_new)}, positions, table = {0};
+  for (int64_t t = 0; t < n_new; ++t) positions.push_back(int32_t(ctx - n_new + t));
+  const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, ctx};
   int next = 0;
   const WallTimer timer;
   for (auto _ : state) {
     const size_t off = size_t(next) * cache_elems;
-    lc::attention(q.data(), kc + off, vc + off, 1, n_new, ctx - n_new, ctx, n_heads, n_kv, hd,
-                  out.data());
+    lc::attention_paged(q.data(), kc + off, vc + off, batch, n_heads, n_kv, hd, 0, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
     next = (next + 1) % copies;

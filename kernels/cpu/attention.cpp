@@ -196,38 +196,4 @@ void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_
   }
 }
 
-// The contiguous cache [n_seq, ctx_cap, kv_dim] is a paged one with one block of ctx_cap
-// positions per sequence.
-namespace {
-struct Contiguous {
-  std::vector<int32_t> query_start, positions, tables, slots;
-  RaggedBatch batch;
-  Contiguous(int64_t n_seq, int64_t n_new, int64_t pos0, int64_t ctx_cap) {
-    for (int64_t s = 0; s <= n_seq; ++s) query_start.push_back(int32_t(s * n_new));
-    for (int64_t s = 0; s < n_seq; ++s) {
-      tables.push_back(int32_t(s));
-      for (int64_t t = 0; t < n_new; ++t) {
-        positions.push_back(int32_t(pos0 + t));
-        slots.push_back(int32_t(s * ctx_cap + pos0 + t));
-      }
-    }
-    batch = {n_seq, query_start.data(), positions.data(), tables.data(), 1, ctx_cap};
-  }
-};
-}  // namespace
-
-void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
-              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
-  const Contiguous c(n_seq, n_new, pos0, ctx_cap);
-  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), kv_dim, k_cache, v_cache);
-}
-
-void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
-               int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
-               float* out, int64_t window) {
-  if (n_seq <= 0 || n_new <= 0) return;
-  const Contiguous c(n_seq, n_new, pos0, ctx_cap);
-  attention_paged(q, k_cache, v_cache, c.batch, n_heads, n_kv_heads, hd, window, out);
-}
-
 }  // namespace latprof::cpu

@@ -50,23 +50,12 @@ void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_
 // The same with the unscaled frequencies theta^(-2i/hd).
 void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
           float theta);
-// Writes new K/V rows into the fp16 cache of one layer.
-// k, v: [n_seq * n_new, kv_dim] fp32 (sequence-major); cache: [n_seq, ctx_cap, kv_dim] fp16.
-// Token t of sequence s goes to position pos0 + t.
-void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
-              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache);
-// Causal grouped-query attention over the cache (which already holds positions [0, pos0 + n_new)).
-// q, out: [n_seq * n_new, n_heads * hd] fp32; query head h uses kv head h / (n_heads / n_kv_heads).
-// Token t of sequence s (position p = pos0 + t) attends to positions [0, p], or with a sliding
-// window W > 0 to [max(0, p - W + 1), p] (W keys); scale 1/sqrt(hd).
-void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
-               int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
-               float* out, int64_t window = 0);
 // ---- the paged KV cache (the engine's) ------------------------------------------------------
 // A ragged batch of query tokens over a paged cache: sequence s owns query rows
 // [query_start[s], query_start[s + 1]) at positions[row] (ascending within the sequence); its
 // position p is cache row block_tables[s * max_blocks + p / block_size] * block_size
-// + p % block_size. The contiguous layout above is the case of one block of ctx_cap per sequence.
+// + p % block_size. A contiguous cache [n_seq, ctx_cap, kv_dim] is the case of one block of
+// ctx_cap positions per sequence.
 struct RaggedBatch {
   int64_t n_seqs = 0;
   const int32_t* query_start = nullptr;   // [n_seqs + 1]
@@ -79,8 +68,9 @@ struct RaggedBatch {
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
                     int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache);
 // Causal grouped-query attention of each query row over its sequence's cache positions
-// [0, position] (with a sliding window W > 0: the last W of them); the cache already holds them.
-// q, out: [rows, n_heads * hd] fp32; scale 1/sqrt(hd).
+// [0, p] (with a sliding window W > 0: [max(0, p - W + 1), p], W keys); the cache already holds
+// them. q, out: [rows, n_heads * hd] fp32; query head h uses kv head h / (n_heads / n_kv_heads);
+// scale 1/sqrt(hd).
 void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                      const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
                      float* out);

@@ -4,15 +4,12 @@
 
 #include <cstdint>
 
-#include "backend/cuda/check.hpp"
 // Default visibility for the error types so that the host catches them across the module.
 #pragma GCC visibility push(default)
 #include "core/error.hpp"
 #pragma GCC visibility pop
+#include "kernels/cuda/check.hpp"
 #include "kernels/cuda/kernels.hpp"
-
-// Checks the launch just issued (configuration errors surface here, not at the next sync).
-#define LP_CHECK_LAUNCH() LP_CHECK(cudaGetLastError())
 
 namespace latprof::cuda::detail {
 

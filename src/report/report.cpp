@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
@@ -144,10 +145,14 @@ struct Reader {
       if (!x.is_boolean()) fail(where, x, "a boolean");
       v = x.get<bool>();
     } else if constexpr (std::is_integral_v<T>) {
+      // An integer, as JSON Schema has it: 3.0 reads as 3, within T's range (a float outside it
+      // cannot be converted). Ranges narrower than T's are report_values.cpp's.
+      const double d = x.is_number() ? x.get<double>() : 0;
       const bool integral =
-          x.is_number_integer() || (x.is_number_float() && std::isfinite(x.get<double>()) &&
-                                    std::floor(x.get<double>()) == x.get<double>());
-      if (!integral || (std::is_unsigned_v<T> && x.get<double>() < 0))
+          x.is_number_integer() || (x.is_number_float() && std::isfinite(d) && std::floor(d) == d &&
+                                    d >= double(std::numeric_limits<T>::min()) &&
+                                    d < 2.0 * double(std::numeric_limits<T>::max() / 2 + 1));
+      if (!integral || (std::is_unsigned_v<T> && d < 0))
         fail(where, x, std::is_unsigned_v<T> ? "an unsigned integer" : "an integer");
       v = x.get<T>();
     } else if constexpr (std::is_same_v<T, std::string>) {

@@ -161,6 +161,12 @@ RunReport load_report(const std::string& path);
 nlohmann::json percentiles_to_json(const Percentiles& p);
 nlohmann::json row_to_json(const Row& r);
 
+// A roofline prediction (roofline/predict.hpp) in the run report's shape: schema_version, kind
+// "prediction", run, model, ceilings, stages, ops (floor_ms, bound, expected_ms; time_ms null),
+// floor, expected, efficiency, memory, compute_bound (prediction_json.cpp).
+struct Prediction;
+nlohmann::json prediction_json(const Prediction& p, const std::vector<std::string>& argv);
+
 // The numeric fields of a Row, in JSON order, with their units and descriptions: derived from the
 // row's description in report_fields.hpp, for the CSV, compare and HTML printers.
 struct RowField {

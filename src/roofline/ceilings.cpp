@@ -50,8 +50,14 @@ Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin) 
                   ", outside 0 to 1e19");
     return v;
   };
-  c.device = j.value("device", "unknown");
-  c.source = j.value("source", origin);
+  // Absent or null: the default (as the report's reader reads a null string).
+  auto text = [&](const char* k, const std::string& fallback) {
+    if (!j.contains(k) || j[k].is_null()) return fallback;
+    if (!j[k].is_string()) usage_error(origin + ": ceilings field '" + k + "' is not a string");
+    return j[k].get<std::string>();
+  };
+  c.device = text("device", "unknown");
+  c.source = text("source", origin);
   c.mem_bw_bytes_per_s = num("mem_bw_bytes_per_s", true);
   c.matmul_flops_per_s = num("matmul_flops_per_s", true);
   c.vector_flops_per_s = num("vector_flops_per_s", false);

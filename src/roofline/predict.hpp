@@ -1,7 +1,8 @@
 #pragma once
 // Roofline predictions from the cost model alone (nothing runs): per op and stage floors, TTFT /
 // TPOT / E2E floors, memory fit, the batch where decode turns compute-bound, and an `expected`
-// time from stated efficiency factors.
+// time from stated efficiency factors. The report writes a prediction as JSON (prediction_json in
+// report/report.hpp); the roofline depends on nothing in src/report.
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -88,11 +89,6 @@ Times floor_times(const Scenario& s);
 RooflinePoint decode_step_floor(const Scenario& s, int64_t ctx0);
 // Weights + KV bytes, and the largest batch that fits in c.memory_bytes.
 int64_t max_batch_that_fits(const Scenario& s);
-
-// The prediction in the run report's shape: schema_version, kind "prediction", run, model,
-// ceilings, stages, ops (floor_ms, bound, expected_ms; time_ms null), floor, expected,
-// efficiency, memory, compute_bound.
-nlohmann::json prediction_json(const Prediction& p, const std::vector<std::string>& argv);
 
 // The names the CLI uses for precisions: weights fp16|int8|int8-w8a8, kv fp16|int8, act
 // fp16|fp32. Throws UsageError naming the flag.

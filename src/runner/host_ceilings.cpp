@@ -1,19 +1,17 @@
 #include "runner/host_ceilings.hpp"
 
-#include <omp.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
+#include "backend/host_probe.hpp"
 #include "core/atomic_file.hpp"
 #include "core/checked.hpp"
 #include "core/host.hpp"
-#include "kernels/cpu/kernels.hpp"
 
 namespace latprof {
 
@@ -103,49 +101,45 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
   if (!quiet)
     std::fprintf(stderr, "latprof: measuring this machine's ceilings (%d threads; cached in %s)\n",
                  threads, file.c_str());
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  const auto t0 = std::chrono::steady_clock::now();
   constexpr size_t kStreamBytes = size_t(1) << 30;  // 1 GiB: far past any last-level cache
   constexpr int kReps = 5;
-  const cpu::ProbeResult read = cpu::probe_read_bandwidth(kStreamBytes, kReps);
-  const cpu::ProbeResult triad = cpu::probe_triad_bandwidth(kStreamBytes / 2, kReps);
-  const cpu::ProbeResult fma = cpu::probe_fma_peak(kReps);
-  const cpu::ProbeResult i8 = cpu::probe_int8_peak(kReps);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  omp_set_num_threads(saved);
+  const HostProbe probe = probe_host(threads, kStreamBytes, kReps);
 
   HostCeilings h;
   Ceilings& c = h.ceilings;
   c.device = host_cpu_name();
   c.source = "measured by latprof's built-in probe";
-  c.mem_bw_bytes_per_s = read.value;
-  c.matmul_flops_per_s = fma.value;
-  c.vector_flops_per_s = fma.value;
-  c.int8_ops_per_s = i8.value;
+  c.mem_bw_bytes_per_s = probe.read_bandwidth.best;
+  c.matmul_flops_per_s = probe.fp32_fma_peak.best;
+  c.vector_flops_per_s = probe.fp32_fma_peak.best;
+  c.int8_ops_per_s = probe.int8_peak.best;
   c.memory_bytes = host_memory_total_bytes();
   c.cache_bytes = llc_bytes();
-  h.triad_bytes_per_s = triad.value;
-  auto probe_json = [](const cpu::ProbeResult& p, const char* what, const char* method) {
-    return nlohmann::json{{"best", p.value},
+  h.triad_bytes_per_s = probe.triad_bandwidth.best;
+  auto probe_json = [](const HostProbeFigure& p, const char* what, const char* method) {
+    return nlohmann::json{{"best", p.best},
                           {"median", p.median},
                           {"repetitions", p.repetitions},
-                          {"work_per_repetition", p.bytes_or_ops},
+                          {"work_per_repetition", p.work_per_repetition},
                           {"unit", what},
                           {"method", method}};
   };
   h.info = {
       {"method", "built-in probe: best of " + std::to_string(kReps) + " repetitions"},
       {"threads", threads},
-      {"isa", cpu::isa_name(cpu::active_isa())},
+      {"isa", probe.isa},
       {"measured_utc", utc_now()},
-      {"probe_seconds", secs},
+      {"probe_seconds", probe.seconds},
       {"cached", false},
       {"cache_file", file.string()},
-      {"read_bandwidth", probe_json(read, "bytes/s", "sum-reduction over a 1 GiB buffer")},
-      {"triad_bandwidth", probe_json(triad, "bytes/s", "STREAM triad a=b+s*c, 3 arrays counted")},
-      {"fp32_fma_peak", probe_json(fma, "FLOP/s", "independent FMA chains in registers")},
-      {"int8_peak", probe_json(i8, "op/s", "int8 dot-product chains (VNNI when present)")},
+      {"read_bandwidth",
+       probe_json(probe.read_bandwidth, "bytes/s", "sum-reduction over a 1 GiB buffer")},
+      {"triad_bandwidth",
+       probe_json(probe.triad_bandwidth, "bytes/s", "STREAM triad a=b+s*c, 3 arrays counted")},
+      {"fp32_fma_peak",
+       probe_json(probe.fp32_fma_peak, "FLOP/s", "independent FMA chains in registers")},
+      {"int8_peak",
+       probe_json(probe.int8_peak, "op/s", "int8 dot-product chains (VNNI when present)")},
       {"cache_bytes_source", "/sys/devices/system/cpu/cpu0/cache"},
       {"load_average_1min_before", load},
   };

@@ -1,6 +1,6 @@
 #pragma once
-// This machine's CPU ceilings, measured by the built-in probe (kernels/cpu/probe*.cpp) and cached
-// in $XDG_CACHE_HOME/latprof (or ~/.cache/latprof) keyed by CPU model and thread count.
+// This machine's CPU ceilings, measured by the CPU backend's probe (backend/host_probe.hpp) and
+// cached in $XDG_CACHE_HOME/latprof (or ~/.cache/latprof) keyed by CPU model and thread count.
 #include <nlohmann/json.hpp>
 
 #include "roofline/ceilings.hpp"

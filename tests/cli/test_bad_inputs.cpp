@@ -178,6 +178,10 @@ class BadInputs : public ::testing::TestWithParam<Case> {
 
   static void SetUpTestSuite() {
     dir = cli_test::temp_dir("bad-inputs");
+    // A directory left by an earlier process with this pid would make the links below fail
+    // (and skip the suite): start from an empty one, and remove it at the end.
+    fs::remove_all(dir);
+    fs::create_directories(dir);
     write("prompt.txt", "The quick brown fox jumps over the lazy dog.");
     write("empty.txt", "");
     write("big_prompt.txt", std::string((size_t(1) << 20) + 1, 'x'));
@@ -278,6 +282,10 @@ class BadInputs : public ::testing::TestWithParam<Case> {
         "p_str_flops.json", [](json& j) { j["ops"][0]["flops"] = "many"; }, pred);
     mutate(
         "p_neg_floor.json", [](json& j) { j["ops"][0]["floor_ms"] = -2; }, pred);
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
   }
 };
 fs::path BadInputs::dir;

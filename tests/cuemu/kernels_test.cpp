@@ -21,9 +21,13 @@
 #include "core/rng.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "support.hpp"
-#include "tests/support/paged_batch.hpp"
+#include "tests/support/attention_case.hpp"
 
 namespace latprof::cuemutest {
+
+using test::attn_case_name;
+using test::AttnCase;
+using test::cpu_attention;
 
 namespace {
 
@@ -279,70 +283,26 @@ TEST(EmuOps, Rope) {
 }
 
 // ---- attention over the paged cache: kv_store_paged, then the tiled or split-context kernel ---
-// Ragged steps (support/paged_batch.hpp): shuffled block ids, -1 past each sequence's blocks,
+// Cases, start caches and reference from support/attention_case.hpp; ragged steps
+// (support/paged_batch.hpp): shuffled block ids, -1 past each sequence's blocks,
 // spare blocks poisoned with NaN (a read of a block the sequence does not own fails), decode
 // rows next to prefill chunks at nonzero starts, sliding windows, GQA. Reference:
 // cpu::kv_store_paged + cpu::attention_paged. Outputs are convex combinations of V rows in
 // [-1, 1]: atol 2e-3, rtol 4e-3 (as on the GPU). A step whose sequences all decode one row runs
 // the decode kernel (the CUDA backend's choice when the GQA group is at most 8) and the tiled one.
-struct AttnCase {
-  std::vector<test::PagedSeq> seqs;
-  int heads, kv, hd;
-  int64_t block_size;
-  int64_t window = 0;
-  int64_t max_context = 0;  // positions the tables address (the decode grid); 0: the longest
-};
-void PrintTo(const AttnCase& c, std::ostream* os) {
-  *os << "seqs";
-  for (const auto& q : c.seqs) *os << " " << q.pos0 << "+" << q.n_new;
-  *os << " heads " << c.heads << "/" << c.kv << " hd " << c.hd << " block " << c.block_size
-      << " window " << c.window;
-}
-std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
-  const AttnCase& c = i.param;
-  int64_t rows = 0, maxq = 0;
-  for (const auto& q : c.seqs) {
-    rows += q.n_new;
-    maxq = std::max(maxq, q.n_new);
-  }
-  return std::string(maxq == 1 ? "decode" : "mixed") + "_seqs" + std::to_string(c.seqs.size()) +
-         "_rows" + std::to_string(rows) + "_pos" + std::to_string(c.seqs[0].pos0) + "_h" +
-         std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd) +
-         "_b" + std::to_string(c.block_size) +
-         (c.window > 0 ? "_w" + std::to_string(c.window) : "");
-}
 class EmuAttention : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(EmuAttention, MatchesCpu) {
   const AttnCase& c = GetParam();
-  const test::PagedBatch pb =
-      test::make_paged_batch(c.seqs, c.block_size, c.max_context, uint64_t(c.hd * 31 + c.heads));
-  const int64_t q_dim = int64_t(c.heads) * c.hd, kv_dim = int64_t(c.kv) * c.hd;
-  const int64_t rows = pb.n_tokens;
-  // The cache: random rows in owned blocks (positions before each sequence's start are cached
-  // already), NaN in the spare ones.
-  std::vector<uint16_t> kch0 = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 8, -1, 1));
-  std::vector<uint16_t> vch0 = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 9, -1, 1));
-  for (int64_t blk = 0; blk < pb.num_blocks; ++blk)
-    if (!pb.owned[size_t(blk)]) {
-      const size_t r0 = size_t(blk * pb.block_size * kv_dim), n = size_t(pb.block_size * kv_dim);
-      std::fill_n(kch0.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
-      std::fill_n(vch0.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
-    }
-  std::vector<float> q = round_f16(random_vector(size_t(rows * q_dim), 10, -2, 2));
-  std::vector<float> k = round_f16(random_vector(size_t(rows * kv_dim), 11, -2, 2));
-  std::vector<float> v = round_f16(random_vector(size_t(rows * kv_dim), 12, -1, 1));
-  std::vector<uint16_t> kch = kch0, vch = vch0;
-  cpu::kv_store_paged(k.data(), v.data(), rows, pb.slots.data(), kv_dim, kch.data(), vch.data());
-  const cpu::RaggedBatch rb{pb.n_seqs,           pb.query_start.data(),
-                            pb.positions.data(), pb.block_tables.data(),
-                            pb.max_blocks,       pb.block_size};
-  std::vector<float> ref(static_cast<size_t>(rows * q_dim));
-  cpu::attention_paged(q.data(), kch.data(), vch.data(), rb, c.heads, c.kv, c.hd, c.window,
-                       ref.data());
-  auto dq = upload_act(q);
-  auto dk = upload_act(k);
-  auto dv = upload_act(v);
+  const test::AttnInputs in = test::attn_inputs(c);
+  const test::PagedBatch& pb = in.pb;
+  const int64_t rows = in.rows, q_dim = in.q_dim, kv_dim = in.kv_dim;
+  std::vector<uint16_t> kch = in.k_cache, vch = in.v_cache;
+  std::vector<float> ref;
+  cpu_attention(pb, in.q, in.k, in.v, c.heads, c.kv, c.hd, c.window, kch, vch, ref);
+  auto dq = upload_act(in.q);
+  auto dk = upload_act(in.k);
+  auto dv = upload_act(in.v);
   auto dqs = upload(pb.query_start);
   auto dpos = upload(pb.positions);
   auto dslots = upload(pb.slots);
@@ -352,8 +312,8 @@ TEST_P(EmuAttention, MatchesCpu) {
     for (bool use_decode : {false, true}) {
       if (use_decode && !(decode && c.heads / c.kv <= cuda::kDecodeMaxGroup)) continue;
       SCOPED_TRACE(use_decode ? "decode kernel" : "tiled kernel");
-      auto dkc = upload(kch0);
-      auto dvc = upload(vch0);
+      auto dkc = upload(in.k_cache);
+      auto dvc = upload(in.v_cache);
       DevBuf dout(size_t(rows * q_dim) * 2);
       poison(dout);
       cuda::kv_store_paged(H(dk), H(dv), dslots->as<int32_t>(), rows, kv_dim, H(dkc), H(dvc),

@@ -1,9 +1,6 @@
 #include "support.hpp"
 
-#include <cmath>
 #include <cstring>
-#include <random>
-#include <sstream>
 
 #include "core/half.hpp"
 
@@ -22,12 +19,6 @@ void DevBuf::upload(const void* src) const {
 void DevBuf::download(void* dst) const {
   if (cudaMemcpy(dst, p_, bytes_, cudaMemcpyDeviceToHost) != cudaSuccess)
     throw std::runtime_error("cudaMemcpy failed");
-}
-
-std::vector<uint16_t> to_half(const std::vector<float>& v) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
-  return h;
 }
 
 std::unique_ptr<DevBuf> upload_act(const std::vector<float>& host) {
@@ -49,61 +40,6 @@ std::vector<float> download_act(const DevBuf& b, int64_t n) {
 void poison(DevBuf& b) {
   std::vector<uint8_t> p(b.bytes(), 0x7e);
   b.upload(p.data());
-}
-
-std::vector<float> round_f16(const std::vector<float>& v) {
-  std::vector<float> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = half_to_float(float_to_half(v[i]));
-  return r;
-}
-
-std::vector<float> random_vector(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-double rms(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += double(x) * double(x);
-  return v.empty() ? 0 : std::sqrt(s / double(v.size()));
-}
-
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& ref,
-                                     double atol, double rtol) {
-  if (got.size() != ref.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " != " << ref.size();
-  size_t bad = 0, worst = 0;
-  double worst_excess = -1;
-  std::ostringstream pairs;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - double(ref[i]));
-    const double tol = atol + rtol * std::fabs(double(ref[i]));
-    const bool ok = std::isfinite(got[i]) && err <= tol;
-    const double excess = std::isfinite(got[i]) ? err - tol : 1e300;
-    if (excess > worst_excess) {
-      worst_excess = excess;
-      worst = i;
-    }
-    if (!ok && bad++ < 5) pairs << "\n  [" << i << "] got " << got[i] << " ref " << ref[i];
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << bad << " of " << got.size() << " elements outside atol " << atol << " + rtol " << rtol
-         << "; worst [" << worst << "] got " << got[worst] << " ref " << ref[worst] << pairs.str();
-}
-
-double normalized_error(const std::vector<float>& got, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
-    const double d = double(got[i]) - double(ref[i]);
-    num += d * d;
-    den += double(ref[i]) * double(ref[i]);
-  }
-  if (!std::isfinite(num)) return INFINITY;
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 std::vector<uint64_t> schedules(uint64_t seed) {

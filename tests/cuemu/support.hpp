@@ -1,8 +1,8 @@
 #pragma once
 // Support for the emulated CUDA kernel tests (tests/cuemu): device buffers through the emulated
-// runtime, fp16 uploads and downloads, poisoned outputs, tolerances (those of tests/gpu), and
-// running a case under several thread schedules with the emulation's faults turned into test
-// failures.
+// runtime, fp16 uploads and downloads, poisoned outputs, and running a case under several thread
+// schedules with the emulation's faults turned into test failures. Random inputs and tolerances
+// are those of tests/gpu, from one place: tests/support/tolerance.hpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,8 +13,12 @@
 #include <vector>
 
 #include "cuemu.hpp"
+#include "tests/support/tolerance.hpp"
 
 namespace latprof::cuemutest {
+
+// The shared host helpers (to_half, round_f16, random_vector, rms, all_close, normalized_error).
+using namespace ::latprof::test;
 
 // A device buffer (cudaMalloc of the emulation: guard zones around it, never-reused addresses).
 class DevBuf {
@@ -38,7 +42,6 @@ class DevBuf {
 };
 
 // fp32 host values -> fp16 device buffer (round to nearest even) and back.
-std::vector<uint16_t> to_half(const std::vector<float>& v);
 std::unique_ptr<DevBuf> upload_act(const std::vector<float>& host);
 std::vector<float> download_act(const DevBuf& b, int64_t n);
 template <class T>
@@ -55,14 +58,6 @@ std::vector<T> download(const DevBuf& b, size_t n) {
 }
 // fp16 NaN 0x7e7e everywhere, as tests/gpu does: an unwritten output fails.
 void poison(DevBuf& b);
-std::vector<float> round_f16(const std::vector<float>& v);
-std::vector<float> random_vector(size_t n, uint64_t seed, float lo, float hi);
-double rms(const std::vector<float>& v);
-
-// |got - ref| <= atol + rtol * |ref| per element; non-finite values in got fail.
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& ref,
-                                     double atol, double rtol);
-double normalized_error(const std::vector<float>& got, const std::vector<float>& ref);
 
 // The schedules every case runs under: ascending, descending, and one shuffled order.
 std::vector<uint64_t> schedules(uint64_t seed);

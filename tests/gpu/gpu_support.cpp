@@ -2,14 +2,11 @@
 
 #include <dlfcn.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <random>
-#include <sstream>
 
 #include "backend/cuda_module.hpp"
-#include "core/half.hpp"
 
 namespace latprof::gputest {
 
@@ -70,15 +67,8 @@ DevBuf::~DevBuf() {
   if (p_) b_->release(p_);
 }
 
-std::vector<float> round_f16(const std::vector<float>& v) {
-  std::vector<float> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = half_to_float(float_to_half(v[i]));
-  return r;
-}
-
 std::unique_ptr<DevBuf> upload_act(Backend* b, const std::vector<float>& host) {
-  std::vector<uint16_t> h(host.size());
-  for (size_t i = 0; i < host.size(); ++i) h[i] = float_to_half(host[i]);
+  const std::vector<uint16_t> h = to_half(host);
   auto buf = std::make_unique<DevBuf>(b, std::max<size_t>(h.size() * 2, 2));
   if (!h.empty()) b->copy_to_device(buf->get(), h.data(), h.size() * 2);
   return buf;
@@ -93,49 +83,6 @@ std::vector<float> download_act(Backend* b, const void* dev, int64_t n) {
 void poison(Backend* b, DevBuf& buf) {
   std::vector<uint8_t> p(buf.bytes(), 0x7e);
   b->copy_to_device(buf.get(), p.data(), p.size());
-}
-
-std::vector<float> random_vector(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& ref,
-                                     double atol, double rtol) {
-  if (got.size() != ref.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " != " << ref.size();
-  size_t bad = 0, worst = 0;
-  double worst_excess = -1;
-  std::ostringstream pairs;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - double(ref[i]));
-    const double tol = atol + rtol * std::fabs(double(ref[i]));
-    const bool ok = std::isfinite(got[i]) && err <= tol;
-    const double excess = std::isfinite(got[i]) ? err - tol : 1e300;
-    if (excess > worst_excess) {
-      worst_excess = excess;
-      worst = i;
-    }
-    if (!ok && bad++ < 5) pairs << "\n  [" << i << "] got " << got[i] << " ref " << ref[i];
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << bad << " of " << got.size() << " elements outside atol " << atol << " + rtol " << rtol
-         << "; worst [" << worst << "] got " << got[worst] << " ref " << ref[worst] << pairs.str();
-}
-
-double normalized_error(const std::vector<float>& got, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
-    const double d = double(got[i]) - double(ref[i]);
-    num += d * d;
-    den += double(ref[i]) * double(ref[i]);
-  }
-  if (!std::isfinite(num)) return INFINITY;
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 }  // namespace latprof::gputest

@@ -2,7 +2,8 @@
 // Support for the GPU tests: loads liblatprof_cuda.so the way latprof does (dlopen + the C ABI of
 // src/backend/cuda_module.hpp) and hands out a CUDA backend, or the reason there is none so the
 // test can GTEST_SKIP() with "no CUDA device: <reason>". Also device-buffer helpers: uploads of
-// fp32 host data as fp16 activations, downloads, and poisoned output buffers.
+// fp32 host data as fp16 activations, downloads, and poisoned output buffers. Random inputs and
+// tolerances are those of the emulated tests too, from one place: tests/support/tolerance.hpp.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,8 +12,12 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "tests/support/tolerance.hpp"
 
 namespace latprof::gputest {
+
+// The shared host helpers (to_half, round_f16, random_vector, rms, all_close, normalized_error).
+using namespace ::latprof::test;
 
 // The module's entry points; nullptr members when it cannot be loaded (error says why).
 struct Module {
@@ -58,15 +63,5 @@ std::unique_ptr<DevBuf> upload_act(Backend* b, const std::vector<float>& host);
 std::vector<float> download_act(Backend* b, const void* dev, int64_t n);
 // Fills a device buffer with a poison pattern (fp16 NaN 0x7e7e) so unwritten outputs show up.
 void poison(Backend* b, DevBuf& buf);
-// Rounds fp32 values through fp16 (what the GPU sees as input).
-std::vector<float> round_f16(const std::vector<float>& v);
-std::vector<float> random_vector(size_t n, uint64_t seed, float lo, float hi);
-
-// Per-element tolerance |got - ref| <= atol + rtol * |ref|; reports the worst element and a few
-// mismatches. Non-finite values in got always fail.
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& ref,
-                                     double atol, double rtol);
-// ||got - ref|| / ||ref|| (normalized error over a whole tensor).
-double normalized_error(const std::vector<float>& got, const std::vector<float>& ref);
 
 }  // namespace latprof::gputest

@@ -15,23 +15,15 @@
 #include "core/sampling.hpp"
 #include "gpu/gpu_support.hpp"
 #include "kernels/cpu/kernels.hpp"
-#include "support/paged_batch.hpp"
+#include "support/attention_case.hpp"
 
 namespace latprof::gputest {
 
+using test::attn_case_name;
+using test::AttnCase;
+using test::cpu_attention;
+
 namespace {
-
-std::vector<uint16_t> to_half(const std::vector<float>& v) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
-  return h;
-}
-
-double rms(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += double(x) * double(x);
-  return v.empty() ? 0 : std::sqrt(s / double(v.size()));
-}
 
 // An engine step's int32 arrays on the device at fixed addresses (as the runner's step buffer),
 // for up to cap_tokens rows and cap_seqs sequences of max_blocks blocks; set() writes a step
@@ -85,21 +77,6 @@ class DeviceStep {
   int64_t cap_tokens_, cap_seqs_, max_blocks_;
   DevBuf positions_, slots_, seq_of_token_, query_start_, context_lens_, tables_;
 };
-
-// The CPU reference of Backend::attention on host copies of the cache.
-void cpu_attention(const test::PagedBatch& pb, const std::vector<float>& q,
-                   const std::vector<float>& k, const std::vector<float>& v, int heads, int kvh,
-                   int hd, int64_t window, std::vector<uint16_t>& kch, std::vector<uint16_t>& vch,
-                   std::vector<float>& out) {
-  const int64_t kv_dim = int64_t(kvh) * hd;
-  cpu::kv_store_paged(k.data(), v.data(), pb.n_tokens, pb.slots.data(), kv_dim, kch.data(),
-                      vch.data());
-  const cpu::RaggedBatch rb{pb.n_seqs,           pb.query_start.data(),
-                            pb.positions.data(), pb.block_tables.data(),
-                            pb.max_blocks,       pb.block_size};
-  out.assign(size_t(pb.n_tokens * heads * hd), 0.f);
-  cpu::attention_paged(q.data(), kch.data(), vch.data(), rb, heads, kvh, hd, window, out.data());
-}
 
 }  // namespace
 
@@ -326,60 +303,22 @@ TEST(GpuOps, Rope) {
 // fails), decode rows next to prefill chunks at nonzero starts, GQA, windows, long contexts.
 // Outputs are convex combinations of V rows in [-1, 1]; fp32 softmax on both sides; the GPU
 // rounds the output to fp16 (4.9e-4 relative): atol 2e-3, rtol 4e-3.
-struct AttnCase {
-  std::vector<test::PagedSeq> seqs;
-  int heads, kv, hd;
-  int64_t block_size;
-  int64_t window = 0;       // sliding window; 0: none
-  int64_t max_context = 0;  // positions the tables address (the decode grid); 0: the longest
-};
-void PrintTo(const AttnCase& c, std::ostream* os) {
-  *os << "seqs";
-  for (const auto& q : c.seqs) *os << " " << q.pos0 << "+" << q.n_new;
-  *os << " heads " << c.heads << "/" << c.kv << " hd " << c.hd << " block " << c.block_size
-      << " window " << c.window;
-}
-std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
-  const AttnCase& c = i.param;
-  int64_t rows = 0, maxq = 0;
-  for (const auto& q : c.seqs) {
-    rows += q.n_new;
-    maxq = std::max(maxq, q.n_new);
-  }
-  return std::string(maxq == 1 ? "decode" : "mixed") + "_seqs" + std::to_string(c.seqs.size()) +
-         "_rows" + std::to_string(rows) + "_pos" + std::to_string(c.seqs[0].pos0) + "_h" +
-         std::to_string(c.heads) + "kv" + std::to_string(c.kv) + "_d" + std::to_string(c.hd) +
-         "_b" + std::to_string(c.block_size) +
-         (c.window > 0 ? "_w" + std::to_string(c.window) : "");
-}
 class GpuAttention : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(GpuAttention, MatchesCpu) {
   LATPROF_REQUIRE_GPU(b);
   const AttnCase& c = GetParam();
-  const test::PagedBatch pb =
-      test::make_paged_batch(c.seqs, c.block_size, c.max_context, uint64_t(c.hd * 31 + c.heads));
-  const int64_t q_dim = int64_t(c.heads) * c.hd, kv_dim = int64_t(c.kv) * c.hd;
-  const int64_t rows = pb.n_tokens;
-  // Owned blocks hold random rows (the positions before each sequence's start), spare ones NaN.
-  std::vector<uint16_t> kch = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 8, -1, 1));
-  std::vector<uint16_t> vch = to_half(random_vector(size_t(pb.cache_rows() * kv_dim), 9, -1, 1));
-  for (int64_t blk = 0; blk < pb.num_blocks; ++blk)
-    if (!pb.owned[size_t(blk)]) {
-      const size_t r0 = size_t(blk * pb.block_size * kv_dim), n = size_t(pb.block_size * kv_dim);
-      std::fill_n(kch.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
-      std::fill_n(vch.begin() + std::ptrdiff_t(r0), n, uint16_t(0x7e7e));
-    }
-  std::vector<float> q = round_f16(random_vector(size_t(rows * q_dim), 10, -2, 2));
-  std::vector<float> k = round_f16(random_vector(size_t(rows * kv_dim), 11, -2, 2));
-  std::vector<float> v = round_f16(random_vector(size_t(rows * kv_dim), 12, -1, 1));
+  const test::AttnInputs in = test::attn_inputs(c);
+  const test::PagedBatch& pb = in.pb;
+  const int64_t rows = in.rows, q_dim = in.q_dim, kv_dim = in.kv_dim;
+  std::vector<uint16_t> kch = in.k_cache, vch = in.v_cache;
 
   DevBuf dkc(b, kch.size() * 2), dvc(b, vch.size() * 2), dout(b, size_t(rows * q_dim) * 2);
   b->copy_to_device(dkc.get(), kch.data(), kch.size() * 2);
   b->copy_to_device(dvc.get(), vch.data(), vch.size() * 2);
-  auto dq = upload_act(b, q);
-  auto dk = upload_act(b, k);
-  auto dv = upload_act(b, v);
+  auto dq = upload_act(b, in.q);
+  auto dk = upload_act(b, in.k);
+  auto dv = upload_act(b, in.v);
   poison(b, dout);
   DeviceStep ds(b, rows, pb.n_seqs, pb.max_blocks);
   const StepDesc st = ds.set(pb);
@@ -388,7 +327,7 @@ TEST_P(GpuAttention, MatchesCpu) {
   b->attention(dq->get(), dk->get(), dv->get(), kv, st, s, dout.get());
 
   std::vector<float> ref;
-  cpu_attention(pb, q, k, v, c.heads, c.kv, c.hd, c.window, kch, vch, ref);
+  cpu_attention(pb, in.q, in.k, in.v, c.heads, c.kv, c.hd, c.window, kch, vch, ref);
   EXPECT_TRUE(all_close(download_act(b, dout.get(), rows * q_dim), ref, 2e-3, 4e-3));
   // The new K and V rows landed in their slots, nothing else changed.
   std::vector<uint16_t> got(kch.size());

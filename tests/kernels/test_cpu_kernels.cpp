@@ -252,6 +252,40 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q
   return out;
 }
 
+// The kernels' one attention API is the paged one; these tests use a contiguous cache
+// [n_seq, ctx_cap, kv_dim], which is a paged one with one block of ctx_cap positions per sequence.
+struct Contiguous {
+  std::vector<int32_t> query_start, positions, tables, slots;
+  RaggedBatch batch;
+  Contiguous(int64_t n_seq, int64_t n_new, int64_t pos0, int64_t ctx_cap) {
+    for (int64_t s = 0; s <= n_seq; ++s) query_start.push_back(int32_t(s * n_new));
+    for (int64_t s = 0; s < n_seq; ++s) {
+      tables.push_back(int32_t(s));
+      for (int64_t t = 0; t < n_new; ++t) {
+        positions.push_back(int32_t(pos0 + t));
+        slots.push_back(int32_t(s * ctx_cap + pos0 + t));
+      }
+    }
+    batch = {n_seq, query_start.data(), positions.data(), tables.data(), 1, ctx_cap};
+  }
+};
+
+// k, v: [n_seq * n_new, kv_dim] fp32 (sequence-major); token t of sequence s goes to position
+// pos0 + t of the contiguous cache.
+void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
+              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
+  const Contiguous c(n_seq, n_new, pos0, ctx_cap);
+  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), kv_dim, k_cache, v_cache);
+}
+
+// q, out: [n_seq * n_new, n_heads * hd] fp32; token t of sequence s is at position pos0 + t.
+void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
+               int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
+               float* out, int64_t window) {
+  const Contiguous c(n_seq, n_new, pos0, ctx_cap);
+  attention_paged(q, k_cache, v_cache, c.batch, n_heads, n_kv_heads, hd, window, out);
+}
+
 void check_attention(const AttnCase& c, uint32_t seed) {
   const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd;
   // Cache: random halves for the positions already written by earlier steps [0, pos0); NaN for

@@ -239,6 +239,67 @@ TEST(ReportFields, WrongTypesNameTheField) {
             std::string::npos);
 }
 
+// Types are the reader's (report.cpp), ranges report_values.cpp's, each checked once. An integer
+// is one as JSON Schema has it (3.0 is 3, as `latprof schema` validates it); a float past the
+// member's range is refused by the reader rather than converted; a value of the right type out
+// of its range is refused by the range checks, naming the field and the value.
+TEST(ReportFields, TypesByTheReaderRangesByTheValueChecks) {
+  const json good = report_to_json(report_test::make_report());
+  auto read = [&](const json::json_pointer& p, const json& v) {
+    json j = good;
+    j[p] = v;
+    try {
+      const RunReport r = report_from_json(j, "r.json");
+      return "read: input_tokens " + std::to_string(r.run.input_tokens) + ", stages[0].calls " +
+             std::to_string(r.stages.at(0).calls);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+  };
+  using P = json::json_pointer;
+  EXPECT_NE(read(P("/run/input_tokens"), 7.0).find("read: input_tokens 7,"), std::string::npos);
+  EXPECT_NE(read(P("/stages/0/calls"), 2.0).find("stages[0].calls 2"), std::string::npos);
+  EXPECT_NE(read(P("/run/seed"), 1e300).find("'run.seed' is number, expected an unsigned integer"),
+            std::string::npos);
+  EXPECT_NE(read(P("/run/input_tokens"), 1e19).find("'run.input_tokens' is number, expected an"),
+            std::string::npos);
+  EXPECT_NE(read(P("/run/input_tokens"), int64_t(1) << 41)
+                .find("run.input_tokens is 2199023255552; it must be an integer from 0 to"),
+            std::string::npos);
+  EXPECT_NE(read(P("/run/batch"), 0.0).find("run.batch is 0.0; it must be an integer from 1 to"),
+            std::string::npos);
+  EXPECT_NE(read(P("/run/prompt_token_ids"), json::array({1, 3e9}))
+                .find("'run.prompt_token_ids[1]' is number, expected an integer"),
+            std::string::npos);
+  EXPECT_NE(read(P("/run/prompt_token_ids"), json::array({1, -1}))
+                .find("run.prompt_token_ids[1] is -1; it must be a token id"),
+            std::string::npos);
+  EXPECT_NE(read(P("/metrics/itl_ms/p99"), -0.5)
+                .find("metrics.itl_ms.p99 is -0.5; it must be a number >= 0"),
+            std::string::npos);
+  EXPECT_NE(read(P("/decode_step_ms"), json::array({1.0, nullptr}))
+                .find("decode_step_ms[1] is null; it must be a number >= 0"),
+            std::string::npos);
+  // Not in the field table, so the value checks look at their types too.
+  EXPECT_NE(read(P("/ops/0/bytes"), "many").find("ops[0].bytes is \"many\"; it must be a number"),
+            std::string::npos);
+  EXPECT_NE(read(P("/model"), 3).find("model is 3; it must be an object"), std::string::npos);
+}
+
+// A null device or source reads as the reader reads any null string; the ceilings' own check
+// (ceilings_from_json, which report_from_json runs) gives it its default instead of failing on
+// the type (it was an internal error).
+TEST(ReportFields, NullCeilingsTextIsNotAnInternalError) {
+  json j = report_to_json(report_test::make_report());
+  j["ceilings"]["device"] = nullptr;
+  j["ceilings"]["source"] = nullptr;
+  EXPECT_EQ(report_from_json(j, "r.json").ceilings.device, "");
+  EXPECT_EQ(ceilings_from_json(j["ceilings"], "r.json").device, "unknown");
+  EXPECT_EQ(ceilings_from_json(j["ceilings"], "r.json").source, "r.json");
+  j["ceilings"]["device"] = 3;
+  EXPECT_THROW(ceilings_from_json(j["ceilings"], "r.json"), UsageError);
+}
+
 // The acceptance test of the issue: run, write JSON, read it, write it again: byte-identical.
 TEST(ReportFields, RunReportRoundTripIsByteIdentical) {
   const auto dir = cli_test::temp_dir("roundtrip");

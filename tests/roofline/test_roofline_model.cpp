@@ -15,6 +15,7 @@
 #include "model/cost_model.hpp"
 #include "report/physics.hpp"
 #include "report/plot.hpp"
+#include "report/report.hpp"
 #include "roofline/fit.hpp"
 #include "roofline/hardware.hpp"
 #include "roofline/predict.hpp"

@@ -1,13 +1,10 @@
-// Messages for LP_CHECK: the library's name for the status and its own description.
+// Messages for LP_CHECK on cuBLAS and CUPTI calls: the library's name for the status and its own
+// description (the CUDA runtime's are in kernels/cuda/check.hpp).
 #include "backend/cuda/check.hpp"
 
 #include <cupti_result.h>
 
 namespace latprof::cuda {
-
-std::string error_text(cudaError_t e) {
-  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
 
 std::string error_text(cublasStatus_t s) {
   switch (s) {
@@ -43,11 +40,6 @@ std::string error_text(CUptiResult r) {
   if (cuptiGetErrorMessage(r, &msg) == CUPTI_SUCCESS && msg && *msg)
     text += std::string(": ") + msg;
   return text;
-}
-
-void throw_error(const std::string& text, int code, const char* call, const char* file, int line) {
-  throw CudaError(
-      std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + text, code);
 }
 
 }  // namespace latprof::cuda

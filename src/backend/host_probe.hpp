@@ -1,0 +1,32 @@
+#pragma once
+// The host CPU's ceilings probe: what the CPU backend's kernels (kernels/cpu/probe*.cpp) reach on
+// this machine. It is the CPU's counterpart of Backend::measure_ceilings_json(), which a device
+// backend answers from its device; a free function because the probe needs no backend instance
+// (`latprof hw`, --hw cpu-local). Implemented by the CPU backend (backend/cpu/host_probe.cpp), so
+// callers (runner/host_ceilings.cpp, which caches the figures) need nothing from kernels/.
+#include <cstddef>
+#include <string>
+
+namespace latprof {
+
+struct HostProbeFigure {
+  double best = 0;    // the best of the repetitions
+  double median = 0;  // median of the repetitions
+  int repetitions = 0;
+  double work_per_repetition = 0;  // working set (bytes) or operations per repetition
+};
+
+struct HostProbe {
+  HostProbeFigure read_bandwidth;   // bytes/s, sum-reduction over stream_bytes
+  HostProbeFigure triad_bandwidth;  // bytes/s, STREAM triad over stream_bytes / 2, 3 arrays
+  HostProbeFigure fp32_fma_peak;    // FLOP/s, independent FMA chains in registers
+  HostProbeFigure int8_peak;        // op/s, int8 dot-product chains (VNNI when present)
+  std::string isa;                  // the instruction set the kernels use
+  double seconds = 0;               // the probe's wall time
+};
+
+// Runs the probe on `threads` OpenMP threads (restoring the previous count), each figure the best
+// of `repetitions`.
+HostProbe probe_host(int threads, size_t stream_bytes, int repetitions);
+
+}  // namespace latprof
