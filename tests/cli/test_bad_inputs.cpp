@@ -154,6 +154,7 @@ const Case kCases[] = {
     {"CompareBadTokenId", "compare {D}/r.json {D}/r_bad_token.json", 2, "run.output_token_ids[0]"},
     {"PlotPredictionStringFlops", "plot {D}/p_str_flops.json -o {D}/x.svg", 2, "'ops[0].flops' is string, expected a number"},
     {"PlotPredictionNegativeFloor", "plot {D}/p_neg_floor.json -o {D}/x.svg", 2, "floor_ms is -2"},
+    {"PlotKindNotAString", "plot {D}/p_kind_number.json -o {D}/x.svg", 2, "kind"},
     {"RooflineFromNegative", "roofline --from {D}/r_neg_time.json", 2, "stages[0].time_ms is -1"},
     // ---- and what must still work
     {"RunPromptFile", "run --model tiny -q --output 2 --warmup 0 --prompt-file {D}/prompt.txt", 0, "tokenize"},
@@ -282,6 +283,8 @@ class BadInputs : public ::testing::TestWithParam<Case> {
         "p_str_flops.json", [](json& j) { j["ops"][0]["flops"] = "many"; }, pred);
     mutate(
         "p_neg_floor.json", [](json& j) { j["ops"][0]["floor_ms"] = -2; }, pred);
+    mutate(
+        "p_kind_number.json", [](json& j) { j["kind"] = 3; }, pred);
   }
   static void TearDownTestSuite() {
     std::error_code ec;
