@@ -1,0 +1,824 @@
+#include "server/server.hpp"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "engine/engine.hpp"
+#include "model/detokenizer.hpp"
+#include "server/api.hpp"
+#include "server/gateway.hpp"
+#include "server/metrics.hpp"
+
+namespace latprof::server {
+
+using nlohmann::json;
+
+namespace {
+
+// One request in flight: written by the engine thread (tokens, finish) and read by the
+// connection thread that answers it, under mu.
+struct Live {
+  Live(const Tokenizer& tok) : detok(tok) {}
+  int64_t id = 0;
+  GenerateRequest req;
+  std::string object_id;
+  int64_t created = 0;
+  int64_t prompt_tokens = 0;
+  int64_t max_tokens = 0;
+  int32_t eos = -1;
+  size_t max_stop = 0;  // longest stop string, bytes
+
+  std::mutex mu;
+  std::condition_variable cv;
+  StreamingDetokenizer detok;
+  std::string text;                // generated text so far (cut at a stop string)
+  size_t committed = 0;            // text[0, committed) handed to the stream
+  std::deque<std::string> deltas;  // stream: text not yet written
+  int64_t n_tokens = 0;
+  bool stopped = false;  // EOS or a stop string
+  bool finished = false, cancelled = false;
+  bool scheduled = false;  // engine thread only
+  std::string cancel_reason;
+  double detok_ms = 0, detok_last_ms = 0;
+  engine::RequestTimeline tl;
+
+  // Connection thread's stamps (engine clock, ms).
+  double t0 = 0, t_tok0 = 0, t_tok1 = 0, t_submit = 0, t_end = 0;
+  double write_ms = 0;    // stream: chunks serialized and written while the engine decoded
+  bool answered = false;  // the response carried timings
+  StageTimes stages;
+  std::string finish_reason;
+};
+
+// A client may send this many requests on one connection (cpp-httplib's default is 5).
+constexpr size_t kKeepAliveMaxRequests = 100000;
+// The warm-up request run before the server listens.
+constexpr int64_t kWarmupPromptTokens = 16;
+constexpr int64_t kWarmupOutputTokens = 4;
+
+thread_local double tl_t0 = 0;
+thread_local std::shared_ptr<Live> tl_live;
+
+// The longest suffix of `text` that is a proper prefix of a stop string: text that may yet
+// become a stop and must be held back from a stream.
+size_t held_back(const std::string& text, const std::vector<std::string>& stops) {
+  size_t held = 0;
+  for (const std::string& s : stops)
+    for (size_t k = std::min(s.size() - 1, text.size()); k > held; --k)
+      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+        held = k;
+        break;
+      }
+  return held;
+}
+
+std::string fmt_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string random_hex(uint64_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 16; ++i) s += d[(n >> (4 * i)) & 15];
+  return s;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(ServingModel& m, const ServerOptions& o)
+      : model(m),
+        opt(o),
+        clock(engine::Clock::steady()),
+        pool(m.shape().kv_blocks, m.shape().block_size),
+        exec(m),
+        engine({m.shape().max_step_tokens, m.shape().max_seqs, m.shape().max_model_len}, pool, exec,
+               clock),
+        limiter(o.rate_limit, o.rate_burst > 0 ? o.rate_burst : std::max(1.0, o.rate_limit)) {
+    model_id = o.served_model_name.empty() ? m.config().name : o.served_model_name;
+    created = int64_t(std::time(nullptr));
+    id_seed = std::random_device{}();
+  }
+
+  ~Impl() { engine.shutdown(); }  // no hook may run once the members below are gone
+
+  ServingModel& model;
+  ServerOptions opt;
+  engine::Clock clock;
+  engine::BlockPool pool;
+  ServingExecutor exec;
+  engine::Engine engine;
+  RateLimiter limiter;
+  Metrics metrics;
+  httplib::Server http;
+  ConnectionPool* conns = nullptr;  // owned by http
+  std::string model_id;
+  int64_t created = 0;
+  uint64_t id_seed = 0;
+  int bound_port = -1;
+  std::thread listener;
+
+  std::mutex lives_mu;
+  std::condition_variable lives_cv;
+  std::unordered_map<int64_t, std::shared_ptr<Live>> lives;
+  std::atomic<int64_t> next_id{1};
+  std::atomic<int64_t> n_waiting{0};
+  std::atomic<int64_t> active_streams{0};
+  std::atomic<bool> draining{false};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopped = false;
+  std::mutex jsonl_mu;
+  std::ofstream jsonl;
+
+  double now() const { return clock.now_ms(); }
+
+  // ---- engine thread ----
+  std::shared_ptr<Live> find(int64_t id) {
+    std::lock_guard<std::mutex> lk(lives_mu);
+    const auto it = lives.find(id);
+    return it == lives.end() ? nullptr : it->second;
+  }
+
+  bool on_token(int64_t id, int32_t token, double t) {
+    const std::shared_ptr<Live> l = find(id);
+    if (!l) return false;
+    std::lock_guard<std::mutex> lk(l->mu);
+    ++l->n_tokens;
+    metrics.generation_tokens->Increment();
+    if (!l->req.ignore_eos && token == l->eos) {
+      l->stopped = true;
+    } else {
+      const std::string piece = l->detok.push(token);
+      l->text += piece;
+      if (!l->req.stop.empty()) {
+        // A stop string may begin in what was held back before this piece.
+        const size_t reach = piece.size() + l->max_stop;
+        const size_t from = l->text.size() > reach ? l->text.size() - reach : 0;
+        size_t cut = std::string::npos;
+        for (const std::string& s : l->req.stop) cut = std::min(cut, l->text.find(s, from));
+        if (cut != std::string::npos) {
+          l->text.resize(cut);
+          l->stopped = true;
+        }
+      }
+    }
+    if (l->req.stream) {
+      const size_t end =
+          l->stopped ? l->text.size() : l->text.size() - held_back(l->text, l->req.stop);
+      if (end > l->committed) {
+        l->deltas.push_back(l->text.substr(l->committed, end - l->committed));
+        l->committed = end;
+      }
+    }
+    l->detok_last_ms = now() - t;
+    l->detok_ms += l->detok_last_ms;
+    l->cv.notify_all();
+    return !l->stopped;
+  }
+
+  void on_finish(const engine::RequestTimeline& tl, bool cancelled) {
+    const std::shared_ptr<Live> l = find(tl.id);
+    if (!l) return;
+    exec.erase_sampling(tl.id);
+    {
+      std::lock_guard<std::mutex> lk(l->mu);
+      l->tl = tl;
+      l->cancelled = cancelled;
+      if (!cancelled && !l->stopped) {
+        const double t = now();
+        l->text += l->detok.finish();
+        const double d = now() - t;  // the tail's detokenization belongs to the last token
+        l->detok_ms += d;
+        l->detok_last_ms += d;
+      }
+      if (l->req.stream && l->text.size() > l->committed) {
+        l->deltas.push_back(l->text.substr(l->committed));
+        l->committed = l->text.size();
+      }
+      l->finish_reason = cancelled ? "abort" : l->stopped ? "stop" : "length";
+      l->finished = true;
+      l->cv.notify_all();
+    }
+    if (cancelled) {
+      metrics.cancelled(l->cancel_reason.empty() ? "cancelled" : l->cancel_reason);
+    } else {
+      metrics.success(l->finish_reason);
+      metrics.prompt_tokens->Increment(double(l->prompt_tokens));
+      metrics.prompt_tokens_hist->Observe(double(l->prompt_tokens));
+      metrics.generation_tokens_hist->Observe(double(l->n_tokens));
+      if (!tl.token_ms.empty()) {
+        metrics.queue->Observe((tl.first_scheduled_ms - l->t_submit) / 1e3);
+        metrics.ttft->Observe((tl.token_ms.front() - l->t0) / 1e3);
+        metrics.prefill->Observe((tl.token_ms.front() - tl.first_scheduled_ms) / 1e3);
+        metrics.decode->Observe((tl.token_ms.back() - tl.token_ms.front()) / 1e3);
+        metrics.inference->Observe((tl.token_ms.back() - tl.first_scheduled_ms) / 1e3);
+        for (size_t i = 1; i < tl.token_ms.size(); ++i)
+          metrics.itl->Observe((tl.token_ms[i] - tl.token_ms[i - 1]) / 1e3);
+      }
+    }
+    std::lock_guard<std::mutex> lk(lives_mu);
+    if (!l->scheduled) {
+      l->scheduled = true;
+      --n_waiting;
+    }
+    lives.erase(tl.id);
+    lives_cv.notify_all();
+  }
+
+  void on_step(const engine::StepRecord& rec) {
+    metrics.steps->Increment();
+    metrics.iteration_tokens->Observe(double(rec.prefill_tokens + rec.decode_tokens));
+    if (rec.preempted > 0) metrics.preemptions->Increment(double(rec.preempted));
+    std::lock_guard<std::mutex> lk(lives_mu);
+    for (int64_t id : rec.request_ids) {
+      const auto it = lives.find(id);
+      if (it != lives.end() && !it->second->scheduled) {
+        it->second->scheduled = true;
+        --n_waiting;
+      }
+    }
+  }
+
+  // ---- connection threads ----
+  void reply_error(httplib::Response& res, const ApiError& e, const std::string& reason) {
+    res.status = e.status;
+    res.set_content(e.body().dump(), "application/json");
+    metrics.rejected(reason);
+  }
+
+  // Gateway checks before the body is read; Handled when the request was refused.
+  httplib::Server::HandlerResponse gateway(const httplib::Request& req, httplib::Response& res) {
+    const double t = now();
+    tl_t0 = ConnectionPool::take_first_request() ? std::min(t, ConnectionPool::accepted_ms()) : t;
+    tl_live.reset();
+    using HR = httplib::Server::HandlerResponse;
+    if (ConnectionPool::refusing()) {
+      res.set_header("Retry-After", "1");
+      res.set_header("Connection", "close");
+      reply_error(res,
+                  ApiError(503,
+                           "the server is at its connection limit (--max-connections and "
+                           "--connection-backlog); retry later",
+                           "", "server_overloaded", "overloaded"),
+                  "overloaded");
+      return HR::Handled;
+    }
+    if (req.path == "/health" || req.path == "/metrics") return HR::Unhandled;
+    std::string key = req.remote_addr;
+    if (!opt.api_keys.empty()) {
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string given = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
+      if (!opt.api_keys.count(given)) {
+        reply_error(res,
+                    ApiError(401,
+                             given.empty() ? "no API key given: send 'Authorization: Bearer KEY'"
+                                           : "incorrect API key provided",
+                             "", "invalid_request_error", "invalid_api_key"),
+                    "unauthorized");
+        return HR::Handled;
+      }
+      key = given;
+    }
+    if (opt.rate_limit > 0) {
+      int64_t retry = 0;
+      if (!limiter.allow(key, t / 1e3, retry)) {
+        res.set_header("Retry-After", std::to_string(retry));
+        reply_error(res,
+                    ApiError(429,
+                             "rate limit of " + fmt_g(opt.rate_limit) +
+                                 " requests/s reached; retry after " + std::to_string(retry) + " s",
+                             "", "rate_limit_error", "rate_limit_exceeded"),
+                    "rate_limited");
+        return HR::Handled;
+      }
+    }
+    if (draining && req.method == "POST") {
+      res.set_header("Connection", "close");
+      reply_error(
+          res,
+          ApiError(503, "the server is shutting down", "", "server_shutting_down", "shutting_down"),
+          "draining");
+      return HR::Handled;
+    }
+    if (req.has_header("Content-Length")) {
+      const std::string v = req.get_header_value("Content-Length");
+      const unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+      if (n > uint64_t(opt.max_body_bytes)) {
+        res.set_header("Connection", "close");
+        reply_error(res,
+                    ApiError(400,
+                             "the request body is " + v + " bytes, more than --max-body-bytes " +
+                                 std::to_string(opt.max_body_bytes),
+                             "body", "invalid_request_error", "body_too_large"),
+                    "body_too_large");
+        return HR::Handled;
+      }
+    }
+    return HR::Unhandled;
+  }
+
+  StageTimes stages_of(const Live& l) const {
+    const engine::RequestTimeline& tl = l.tl;
+    StageTimes s;
+    const double first = tl.token_ms.front(), last = tl.token_ms.back();
+    s.gateway_ms = (l.t_tok0 - l.t0) + (l.t_submit - l.t_tok1);
+    s.tokenize_ms = l.t_tok1 - l.t_tok0;
+    s.queue_ms = tl.first_scheduled_ms - l.t_submit;
+    s.prefill_ms = first - tl.first_scheduled_ms;
+    s.detokenize_ms = l.detok_ms;
+    s.decode_ms = (last - first) - (l.detok_ms - l.detok_last_ms);
+    s.serialize_ms = l.t_end - last - l.detok_last_ms;
+    s.total_ms = l.t_end - l.t0;
+    return s;
+  }
+
+  json usage_json(const Live& l) const {
+    return {{"prompt_tokens", l.prompt_tokens},
+            {"completion_tokens", l.n_tokens},
+            {"total_tokens", l.prompt_tokens + l.n_tokens}};
+  }
+
+  // The body so far (a JSON object, dumped) closed with timings measured now: the stages end
+  // when the response is serialized.
+  std::string close_with_timings(Live& l, std::string body) {
+    l.t_end = now();
+    l.stages = stages_of(l);
+    l.answered = true;
+    const engine::RequestTimeline& tl = l.tl;
+    const json timings = llama_timings(l.prompt_tokens, tl.token_ms.front() - tl.first_scheduled_ms,
+                                       l.n_tokens, tl.token_ms.back() - tl.token_ms.front());
+    body.pop_back();  // the closing brace
+    body += ",\"timings\":" + timings.dump() + ",\"latprof_timings\":" + l.stages.to_json().dump() +
+            "}";
+    return body;
+  }
+
+  json chunk(const Live& l) const {
+    return {{"id", l.object_id},
+            {"object", l.req.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", l.created},
+            {"model", model_id}};
+  }
+
+  json choice_delta(const Live& l, const std::string& text, bool first, const json& reason) const {
+    if (!l.req.chat)
+      return {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", reason}};
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || first) delta["content"] = text;
+    return {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", reason}};
+  }
+
+  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    const Tokenizer& tok = model.tokenizer();
+    auto l = std::make_shared<Live>(tok);
+    l->t0 = tl_t0;
+    try {
+      l->req = parse_generate_request(req.body, chat, model.config().vocab_size);
+    } catch (const ApiError& e) {
+      return reply_error(res, e, "invalid");
+    }
+    GenerateRequest& g = l->req;
+    if (!g.model.empty() && g.model != model_id)
+      return reply_error(res,
+                         ApiError(404,
+                                  "the model '" + g.model +
+                                      "' does not exist; this server "
+                                      "serves '" +
+                                      model_id + "'",
+                                  "model", "invalid_request_error", "model_not_found"),
+                         "model_not_found");
+    l->t_tok0 = now();
+    std::vector<int32_t> ids =
+        g.prompt_ids_given
+            ? g.prompt_ids
+            : tok.encode(chat ? render_chat(opt.chat_template, g.messages) : g.prompt_text, true);
+    l->t_tok1 = now();
+    const int64_t n_in = int64_t(ids.size()), ctx = model.shape().max_model_len;
+    const int64_t max_tokens = g.max_tokens.value_or(chat ? ctx - n_in : 16);
+    if (n_in < 1 || max_tokens < 1 || n_in + max_tokens > ctx)
+      return reply_error(
+          res,
+          ApiError(400,
+                   "this model's maximum context length is " + std::to_string(ctx) +
+                       " tokens; the request has " + std::to_string(n_in) + " in the " +
+                       (chat ? "messages" : "prompt") + " and asks for " +
+                       std::to_string(std::max<int64_t>(max_tokens, 1)) +
+                       " in the completion; shorten the prompt or lower max_tokens",
+                   g.max_tokens ? "max_tokens" : (chat ? "messages" : "prompt"),
+                   "invalid_request_error", "context_length_exceeded"),
+          "context_length");
+    if (draining)
+      return reply_error(
+          res,
+          ApiError(503, "the server is shutting down", "", "server_shutting_down", "shutting_down"),
+          "draining");
+    if (n_waiting.load() >= opt.max_waiting) {
+      res.set_header("Retry-After", "1");
+      return reply_error(res,
+                         ApiError(503,
+                                  "the waiting queue is full (--max-waiting " +
+                                      std::to_string(opt.max_waiting) + "); retry later",
+                                  "", "server_overloaded", "queue_full"),
+                         "queue_full");
+    }
+    l->id = next_id++;
+    l->object_id = (chat ? "chatcmpl-" : "cmpl-") +
+                   random_hex(id_seed ^ uint64_t(l->id) * 0x9e3779b97f4a7c15ull);
+    l->created = int64_t(std::time(nullptr));
+    l->prompt_tokens = n_in;
+    l->max_tokens = max_tokens;
+    l->eos = tok.eos_id();
+    for (const std::string& s : g.stop) l->max_stop = std::max(l->max_stop, s.size());
+    if (!g.seed_given) g.sampling.seed = id_seed + uint64_t(l->id) * 0x2545F4914F6CDD1Dull;
+    {
+      std::lock_guard<std::mutex> lk(lives_mu);
+      lives[l->id] = l;
+    }
+    exec.set_sampling(l->id, g.sampling);
+    ++n_waiting;
+    l->t_submit = now();
+    try {
+      engine.enqueue(l->id, std::move(ids), max_tokens);
+    } catch (const UsageError& e) {
+      exec.erase_sampling(l->id);
+      --n_waiting;
+      {
+        std::lock_guard<std::mutex> lk(lives_mu);
+        lives.erase(l->id);
+      }
+      return reply_error(
+          res,
+          ApiError(400, e.what(), "max_tokens", "invalid_request_error", "context_length_exceeded"),
+          "context_length");
+    }
+    if (g.stream) return stream(l, res);
+
+    std::unique_lock<std::mutex> lk(l->mu);
+    l->cv.wait(lk, [&] { return l->finished; });
+    if (l->cancelled)
+      return reply_error(res,
+                         ApiError(503, "the request was cancelled: the server is shutting down", "",
+                                  "server_shutting_down", "shutting_down"),
+                         "draining");
+    json body = {{"id", l->object_id},
+                 {"object", chat ? "chat.completion" : "text_completion"},
+                 {"created", l->created},
+                 {"model", model_id}};
+    if (chat)
+      body["choices"] = json::array({{{"index", 0},
+                                      {"message", {{"role", "assistant"}, {"content", l->text}}},
+                                      {"logprobs", nullptr},
+                                      {"finish_reason", l->finish_reason}}});
+    else
+      body["choices"] = json::array({{{"index", 0},
+                                      {"text", l->text},
+                                      {"logprobs", nullptr},
+                                      {"finish_reason", l->finish_reason}}});
+    body["usage"] = usage_json(*l);
+    std::string out = close_with_timings(*l, body.dump());
+    res.set_header("Server-Timing", l->stages.server_timing());
+    res.set_content(std::move(out), "application/json");
+    tl_live = l;
+  }
+
+  void stream(const std::shared_ptr<Live>& l, httplib::Response& res) {
+    {
+      // The status is decided by the first event: a request cancelled before its first token
+      // (shutdown) is answered 503, not an empty stream.
+      std::unique_lock<std::mutex> lk(l->mu);
+      l->cv.wait(lk, [&] { return l->finished || l->n_tokens > 0; });
+      if (l->finished && l->cancelled)
+        return reply_error(res,
+                           ApiError(503, "the request was cancelled: the server is shutting down",
+                                    "", "server_shutting_down", "shutting_down"),
+                           "draining");
+    }
+    ++active_streams;
+    tl_live = l;
+    auto first = std::make_shared<bool>(true);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, l, first](size_t, httplib::DataSink& sink) {
+          std::deque<std::string> deltas;
+          bool fin = false;
+          {
+            std::unique_lock<std::mutex> lk(l->mu);
+            // Wake at least once a second so a stalled request still checks the socket.
+            l->cv.wait_for(lk, std::chrono::seconds(1),
+                           [&] { return l->finished || !l->deltas.empty(); });
+            deltas.swap(l->deltas);
+            fin = l->finished;
+          }
+          for (const std::string& d : deltas) {
+            const double t = now();
+            json c = chunk(*l);
+            c["choices"] = json::array({choice_delta(*l, d, *first, nullptr)});
+            *first = false;
+            const std::string ev = "data: " + c.dump() + "\n\n";
+            if (!sink.write(ev.data(), ev.size())) return client_gone(l);
+            l->write_ms += now() - t;
+          }
+          if (!fin) return true;
+          if (l->cancelled) {
+            // Cancelled while streaming (drain timeout): an error event ends the stream.
+            const std::string ev =
+                "data: " +
+                ApiError(503, "the request was cancelled: the server is shutting down", "",
+                         "server_shutting_down", "shutting_down")
+                    .body()
+                    .dump() +
+                "\n\ndata: [DONE]\n\n";
+            sink.write(ev.data(), ev.size());
+            sink.done();
+            return true;
+          }
+          json c = chunk(*l);
+          c["choices"] = json::array({choice_delta(*l, "", *first, l->finish_reason)});
+          std::string last;
+          if (l->req.include_usage) {
+            json u = chunk(*l);
+            u["choices"] = json::array();
+            u["usage"] = usage_json(*l);
+            last = "data: " + c.dump() + "\n\ndata: " + close_with_timings(*l, u.dump()) + "\n\n";
+          } else {
+            last = "data: " + close_with_timings(*l, c.dump()) + "\n\n";
+          }
+          last += "data: [DONE]\n\n";
+          if (!sink.write(last.data(), last.size())) return client_gone(l);
+          sink.done();
+          return true;
+        },
+        [this, l](bool) {
+          // Released once the response is over, however it ended.
+          if (!l->finished) client_gone(l);
+          --active_streams;
+          lives_cv.notify_all();
+        });
+  }
+
+  bool client_gone(const std::shared_ptr<Live>& l) {
+    {
+      std::lock_guard<std::mutex> lk(l->mu);
+      if (l->finished || !l->cancel_reason.empty()) return false;
+      l->cancel_reason = "client_disconnected";
+    }
+    engine.cancel(l->id);
+    return false;
+  }
+
+  // After the response's last byte was written (cpp-httplib's logger).
+  void written(const httplib::Request& req, const httplib::Response& res) {
+    metrics.http(res.status);
+    const std::shared_ptr<Live> l = std::move(tl_live);
+    tl_live.reset();
+    if (!l || !l->answered) return;
+    const double t_written = now();
+    const StageTimes& s = l->stages;
+    metrics.e2e->Observe((t_written - l->t0) / 1e3);
+    metrics.gateway->Observe(s.gateway_ms / 1e3);
+    metrics.tokenize->Observe(s.tokenize_ms / 1e3);
+    metrics.detokenize->Observe(s.detokenize_ms / 1e3);
+    metrics.serialize->Observe(s.serialize_ms / 1e3);
+    if (!jsonl.is_open()) return;
+    json line = {{"id", l->object_id},
+                 {"path", req.path},
+                 {"stream", l->req.stream},
+                 {"status", res.status},
+                 {"prompt_tokens", l->prompt_tokens},
+                 {"completion_tokens", l->n_tokens},
+                 {"finish_reason", l->finish_reason},
+                 {"preemptions", l->tl.preemptions},
+                 {"latprof_timings", s.to_json()},
+                 {"written_ms", t_written - l->t0},
+                 {"stream_write_ms", l->write_ms}};
+    std::vector<double> tokens;
+    for (double t : l->tl.token_ms) tokens.push_back(t - l->t0);
+    line["token_ms"] = tokens;
+    std::lock_guard<std::mutex> lk(jsonl_mu);
+    jsonl << line.dump() << '\n';
+    jsonl.flush();
+  }
+
+  void routes() {
+    http.new_task_queue = [this] {
+      conns = new ConnectionPool(size_t(opt.max_connections), size_t(opt.connection_backlog),
+                                 [this] { return now(); });
+      return conns;
+    };
+    http.set_read_timeout(time_t(opt.read_timeout_s), 0);
+    http.set_write_timeout(time_t(opt.write_timeout_s), 0);
+    http.set_keep_alive_timeout(time_t(std::max(1.0, opt.keep_alive_timeout_s)));
+    http.set_keep_alive_max_count(kKeepAliveMaxRequests);
+    http.set_payload_max_length(size_t(opt.max_body_bytes));
+    http.set_pre_routing_handler(
+        [this](const httplib::Request& q, httplib::Response& r) { return gateway(q, r); });
+    http.set_logger(
+        [this](const httplib::Request& q, const httplib::Response& r) { written(q, r); });
+    http.set_error_handler(
+        httplib::Server::HandlerWithResponse([](const httplib::Request& q, httplib::Response& r) {
+          if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          std::string msg = r.status == 404   ? "no route " + q.method + " " + q.path
+                            : r.status == 413 ? "the request body is larger than --max-body-bytes"
+                                              : "HTTP error " + std::to_string(r.status);
+          r.set_content(ApiError(r.status, msg).body().dump(), "application/json");
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
+          std::string what = "unknown";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          r.status = 500;
+          r.set_content(ApiError(500, "internal error: " + what, "", "server_error").body().dump(),
+                        "application/json");
+        });
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+      r.status = draining ? 503 : 200;
+      r.set_content(json{{"status", draining ? "draining" : "ok"}}.dump(), "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+      metrics.running->Set(double(engine.online_running()));
+      metrics.waiting->Set(double(n_waiting.load()));
+      metrics.kv_usage->Set(engine.online_kv_usage());
+      r.set_content(metrics.text(), "text/plain; version=0.0.4");
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+      json m = {{"id", model_id},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "latprof"},
+                {"root", model.config().name},
+                {"max_model_len", model.shape().max_model_len}};
+      r.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(),
+                    "application/json");
+    });
+    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
+      handle_generate(q, r, false);
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
+      handle_generate(q, r, true);
+    });
+    http.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) {
+      try {
+        const TokenizeRequest t = parse_tokenize_request(q.body);
+        const std::string text = t.chat ? render_chat(opt.chat_template, t.messages) : t.prompt;
+        const std::vector<int32_t> ids = model.tokenizer().encode(text, t.add_special_tokens);
+        r.set_content(json{{"tokens", ids},
+                           {"count", ids.size()},
+                           {"max_model_len", model.shape().max_model_len}}
+                          .dump(),
+                      "application/json");
+      } catch (const ApiError& e) {
+        reply_error(r, e, "invalid");
+      }
+    });
+    http.Post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) {
+      try {
+        const std::vector<int32_t> ids =
+            parse_detokenize_request(q.body, model.config().vocab_size);
+        StreamingDetokenizer d(model.tokenizer());
+        std::string text;
+        for (int32_t id : ids) text += d.push(id);
+        text += d.finish();
+        r.set_content(json{{"prompt", text}}.dump(), "application/json");
+      } catch (const ApiError& e) {
+        reply_error(r, e, "invalid");
+      }
+    });
+  }
+};
+
+Server::Server(ServingModel& model, const ServerOptions& o)
+    : impl_(std::make_unique<Impl>(model, o)) {
+  if (!o.jsonl_path.empty()) {
+    impl_->jsonl.open(o.jsonl_path, std::ios::app);
+    if (!impl_->jsonl) usage_error("--jsonl " + o.jsonl_path + " cannot be opened for appending");
+  }
+}
+
+Server::~Server() {
+  if (impl_->listener.joinable()) {
+    impl_->draining = true;
+    impl_->engine.shutdown();
+    impl_->http.stop();
+    impl_->listener.join();
+  }
+}
+
+const std::string& Server::model_id() const {
+  return impl_->model_id;
+}
+int Server::port() const {
+  return impl_->bound_port;
+}
+std::string Server::url() const {
+  return "http://" + impl_->opt.host + ":" + std::to_string(impl_->bound_port);
+}
+
+void Server::start() {
+  Impl& m = *impl_;
+  m.routes();
+  // Warm-up: one short request through the same pool and executor before the first client,
+  // so no client meets cold threads, pages or code paths.
+  {
+    engine::Engine warm(
+        {m.model.shape().max_step_tokens, m.model.shape().max_seqs, m.model.shape().max_model_len},
+        m.pool, m.exec, m.clock);
+    const int64_t n_in = std::min<int64_t>(kWarmupPromptTokens, m.model.shape().max_model_len - 1);
+    std::vector<int32_t> prompt;
+    for (int64_t i = 0; i < n_in; ++i) prompt.push_back(int32_t(i % m.model.config().vocab_size));
+    const int64_t n_out =
+        std::min<int64_t>(kWarmupOutputTokens, m.model.shape().max_model_len - n_in);
+    warm.submit(0, std::move(prompt), n_out, 0);
+    warm.run();
+  }
+  engine::Engine::OnlineHooks hooks;
+  hooks.token = [&m](int64_t id, int32_t tok, double t) { return m.on_token(id, tok, t); };
+  hooks.finish = [&m](const engine::RequestTimeline& tl, bool c) { m.on_finish(tl, c); };
+  hooks.step = [&m](const engine::StepRecord& r) { m.on_step(r); };
+  m.engine.start(std::move(hooks));
+  if (m.opt.port == 0)
+    m.bound_port = m.http.bind_to_any_port(m.opt.host);
+  else
+    m.bound_port = m.http.bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1;
+  if (m.bound_port < 0) {
+    m.engine.shutdown();
+    usage_error("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) +
+                " (address in use, or not an address of this machine); choose another --host "
+                "or --port");
+  }
+  m.listener = std::thread([&m] { m.http.listen_after_bind(); });
+  // Connections are queued by the kernel from bind on; wait until the accept loop runs.
+  for (int i = 0; i < 5000 && !m.http.is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void Server::drain() {
+  Impl& m = *impl_;
+  if (m.draining.exchange(true)) return wait();
+  // Requests still waiting for their first step are answered 503 at once.
+  {
+    std::lock_guard<std::mutex> lk(m.lives_mu);
+    for (auto& [id, l] : m.lives) {
+      std::lock_guard<std::mutex> ll(l->mu);
+      if (!l->scheduled && l->cancel_reason.empty()) {
+        l->cancel_reason = "shutdown";
+        m.engine.cancel(id);
+      }
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(m.opt.drain_timeout_s));
+  {
+    std::unique_lock<std::mutex> lk(m.lives_mu);
+    m.lives_cv.wait_until(lk, deadline, [&] { return m.lives.empty(); });
+    for (auto& [id, l] : m.lives) {
+      std::lock_guard<std::mutex> ll(l->mu);
+      if (l->cancel_reason.empty()) l->cancel_reason = "drain_timeout";
+      m.engine.cancel(id);
+    }
+  }
+  // Streams write their last chunks before the HTTP server stops (its stop cuts streams).
+  {
+    std::unique_lock<std::mutex> lk(m.lives_mu);
+    m.lives_cv.wait_for(lk, std::chrono::seconds(5),
+                        [&] { return m.lives.empty() && m.active_streams.load() == 0; });
+  }
+  m.engine.shutdown();
+  m.http.stop();
+  if (m.listener.joinable()) m.listener.join();
+  std::lock_guard<std::mutex> lk(m.stop_mu);
+  m.stopped = true;
+  m.stop_cv.notify_all();
+}
+
+void Server::wait() {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lk(m.stop_mu);
+  m.stop_cv.wait(lk, [&] { return m.stopped; });
+}
+
+}  // namespace latprof::server
