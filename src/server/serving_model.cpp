@@ -1,11 +1,14 @@
 #include "server/serving_model.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
@@ -93,6 +96,7 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
   bo.threads = o.threads;
   bo.graphs = o.graphs;
   backend_ = create_backend(bo, &why_not_cuda_);
+  threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
   Backend& b = *backend_;
   b.set_graph_enabled(o.graphs);
 
@@ -155,6 +159,14 @@ void ServingExecutor::erase_sampling(int64_t id) {
 
 std::vector<int32_t> ServingExecutor::execute(const engine::StepBatch& b) {
   Backend& be = m_.backend();
+  // OpenMP's thread count is a setting of each thread: the engine's own thread inherits none of
+  // what the backend set on the thread that created it, and would run every parallel region on
+  // all cores (oversubscribed and many times slower with --threads below the core count).
+  thread_local bool threads_set = false;
+  if (!threads_set) {
+    omp_set_num_threads(m_.threads());
+    threads_set = true;
+  }
   // The runner keeps a record per step and the backend an event per mark: start both afresh
   // now and then, so memory stays flat however long the server runs.
   if (runner_->history().size() >= 4096) {

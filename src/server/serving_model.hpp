@@ -67,6 +67,7 @@ class ServingModel {
   const EngineShape& shape() const { return shape_; }
   const std::string& why_not_cuda() const { return why_not_cuda_; }
   double kv_bytes() const { return kv_bytes_; }
+  int threads() const { return threads_; }  // CPU threads (OpenMP) of each step
   double load_ms() const { return load_ms_; }
 
  private:
@@ -77,6 +78,7 @@ class ServingModel {
   std::unique_ptr<LoadedModel> model_;
   double kv_bytes_ = 0;
   double load_ms_ = 0;
+  int threads_ = 1;
 };
 
 // The engine's executor for a server: the model runner samples greedily on the backend; rows of
