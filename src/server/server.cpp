@@ -316,6 +316,17 @@ struct Server::Impl {
           "draining");
       return HR::Handled;
     }
+    if (req.method == "POST") {
+      // cpp-httplib parses an application/x-www-form-urlencoded body as a form and refuses one
+      // over 8 KiB (413), and curl -d sends JSON with that type unless told otherwise. Every
+      // body here is JSON whatever its declared type, so the type is set before the body is read
+      // (the request object is cpp-httplib's own, not const; only the handler sees it const).
+      auto& headers = const_cast<httplib::Request&>(req).headers;
+      const auto [first, last] = headers.equal_range("Content-Type");
+      for (auto it = first; it != last; ++it)
+        if (it->second.rfind("application/x-www-form-urlencoded", 0) == 0)
+          it->second = "application/json";
+    }
     if (req.has_header("Content-Length")) {
       const std::string v = req.get_header_value("Content-Length");
       const unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
