@@ -159,9 +159,15 @@ CommandFn add_serve_command(CLI::App& app) {
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-    server::ServingModel model(fl.model);
-    server::Server srv(model, so);
-    srv.start();
+    std::unique_ptr<server::ServingModel> loaded;  // outlives the server, which serves it
+    server::Server srv(so);
+    srv.listen();
+    std::printf("latprof serve: loading %s; %s/health answers 503 until it is ready\n",
+                fl.model.model.c_str(), srv.url().c_str());
+    std::fflush(stdout);
+    loaded = std::make_unique<server::ServingModel>(fl.model);
+    server::ServingModel& model = *loaded;
+    srv.attach(model);
     const EngineShape& e = model.shape();
     std::printf(
         "latprof serve: %s (%s, %s on %s) as '%s', KV cache %lld blocks of %lld tokens (%s), "

@@ -101,28 +101,27 @@ std::string random_hex(uint64_t n) {
 }  // namespace
 
 struct Server::Impl {
-  Impl(ServingModel& m, const ServerOptions& o)
-      : model(m),
-        opt(o),
+  explicit Impl(const ServerOptions& o)
+      : opt(o),
         clock(engine::Clock::steady()),
-        pool(m.shape().kv_blocks, m.shape().block_size),
-        exec(m),
-        engine({m.shape().max_step_tokens, m.shape().max_seqs, m.shape().max_model_len}, pool, exec,
-               clock),
         limiter(o.rate_limit, o.rate_burst > 0 ? o.rate_burst : std::max(1.0, o.rate_limit)) {
-    model_id = o.served_model_name.empty() ? m.config().name : o.served_model_name;
+    model_id = o.served_model_name;
     created = int64_t(std::time(nullptr));
     id_seed = std::random_device{}();
   }
 
-  ~Impl() { engine.shutdown(); }  // no hook may run once the members below are gone
+  ~Impl() {
+    if (engine) engine->shutdown();  // no hook may run once the members below are gone
+  }
 
-  ServingModel& model;
   ServerOptions opt;
   engine::Clock clock;
-  engine::BlockPool pool;
-  ServingExecutor exec;
-  engine::Engine engine;
+  // Set by attach() once the model is loaded (ready); until then API requests get 503.
+  ServingModel* model = nullptr;
+  std::unique_ptr<engine::BlockPool> pool;
+  std::unique_ptr<ServingExecutor> exec;
+  std::unique_ptr<engine::Engine> engine;
+  std::atomic<bool> ready{false};
   RateLimiter limiter;
   Metrics metrics;
   httplib::Server http;
@@ -195,7 +194,7 @@ struct Server::Impl {
   void on_finish(const engine::RequestTimeline& tl, bool cancelled) {
     const std::shared_ptr<Live> l = find(tl.id);
     if (!l) return;
-    exec.erase_sampling(tl.id);
+    exec->erase_sampling(tl.id);
     {
       std::lock_guard<std::mutex> lk(l->mu);
       l->tl = tl;
@@ -280,6 +279,14 @@ struct Server::Impl {
       return HR::Handled;
     }
     if (req.path == "/health" || req.path == "/metrics") return HR::Unhandled;
+    if (!ready) {
+      res.set_header("Retry-After", "1");
+      reply_error(res,
+                  ApiError(503, "the model is loading; retry when /health answers 200", "",
+                           "server_loading", "loading"),
+                  "loading");
+      return HR::Handled;
+    }
     std::string key = req.remote_addr;
     if (!opt.api_keys.empty()) {
       const std::string auth = req.get_header_value("Authorization");
@@ -397,11 +404,11 @@ struct Server::Impl {
   }
 
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-    const Tokenizer& tok = model.tokenizer();
+    const Tokenizer& tok = model->tokenizer();
     auto l = std::make_shared<Live>(tok);
     l->t0 = tl_t0;
     try {
-      l->req = parse_generate_request(req.body, chat, model.config().vocab_size);
+      l->req = parse_generate_request(req.body, chat, model->config().vocab_size);
     } catch (const ApiError& e) {
       return reply_error(res, e, "invalid");
     }
@@ -421,7 +428,7 @@ struct Server::Impl {
             ? g.prompt_ids
             : tok.encode(chat ? render_chat(opt.chat_template, g.messages) : g.prompt_text, true);
     l->t_tok1 = now();
-    const int64_t n_in = int64_t(ids.size()), ctx = model.shape().max_model_len;
+    const int64_t n_in = int64_t(ids.size()), ctx = model->shape().max_model_len;
     const int64_t max_tokens = g.max_tokens.value_or(chat ? ctx - n_in : 16);
     if (n_in < 1 || max_tokens < 1 || n_in + max_tokens > ctx)
       return reply_error(
@@ -462,13 +469,13 @@ struct Server::Impl {
       std::lock_guard<std::mutex> lk(lives_mu);
       lives[l->id] = l;
     }
-    exec.set_sampling(l->id, g.sampling);
+    exec->set_sampling(l->id, g.sampling);
     ++n_waiting;
     l->t_submit = now();
     try {
-      engine.enqueue(l->id, std::move(ids), max_tokens);
+      engine->enqueue(l->id, std::move(ids), max_tokens);
     } catch (const UsageError& e) {
-      exec.erase_sampling(l->id);
+      exec->erase_sampling(l->id);
       --n_waiting;
       {
         std::lock_guard<std::mutex> lk(lives_mu);
@@ -591,7 +598,7 @@ struct Server::Impl {
       if (l->finished || !l->cancel_reason.empty()) return false;
       l->cancel_reason = "client_disconnected";
     }
-    engine.cancel(l->id);
+    engine->cancel(l->id);
     return false;
   }
 
@@ -666,13 +673,16 @@ struct Server::Impl {
                         "application/json");
         });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
-      r.status = draining ? 503 : 200;
-      r.set_content(json{{"status", draining ? "draining" : "ok"}}.dump(), "application/json");
+      const char* status = draining ? "draining" : ready ? "ok" : "loading";
+      r.status = draining || !ready ? 503 : 200;
+      r.set_content(json{{"status", status}}.dump(), "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
-      metrics.running->Set(double(engine.online_running()));
-      metrics.waiting->Set(double(n_waiting.load()));
-      metrics.kv_usage->Set(engine.online_kv_usage());
+      if (ready) {
+        metrics.running->Set(double(engine->online_running()));
+        metrics.waiting->Set(double(n_waiting.load()));
+        metrics.kv_usage->Set(engine->online_kv_usage());
+      }
       r.set_content(metrics.text(), "text/plain; version=0.0.4");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
@@ -680,8 +690,8 @@ struct Server::Impl {
                 {"object", "model"},
                 {"created", created},
                 {"owned_by", "latprof"},
-                {"root", model.config().name},
-                {"max_model_len", model.shape().max_model_len}};
+                {"root", model->config().name},
+                {"max_model_len", model->shape().max_model_len}};
       r.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(),
                     "application/json");
     });
@@ -695,10 +705,10 @@ struct Server::Impl {
       try {
         const TokenizeRequest t = parse_tokenize_request(q.body);
         const std::string text = t.chat ? render_chat(opt.chat_template, t.messages) : t.prompt;
-        const std::vector<int32_t> ids = model.tokenizer().encode(text, t.add_special_tokens);
+        const std::vector<int32_t> ids = model->tokenizer().encode(text, t.add_special_tokens);
         r.set_content(json{{"tokens", ids},
                            {"count", ids.size()},
-                           {"max_model_len", model.shape().max_model_len}}
+                           {"max_model_len", model->shape().max_model_len}}
                           .dump(),
                       "application/json");
       } catch (const ApiError& e) {
@@ -708,8 +718,8 @@ struct Server::Impl {
     http.Post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) {
       try {
         const std::vector<int32_t> ids =
-            parse_detokenize_request(q.body, model.config().vocab_size);
-        StreamingDetokenizer d(model.tokenizer());
+            parse_detokenize_request(q.body, model->config().vocab_size);
+        StreamingDetokenizer d(model->tokenizer());
         std::string text;
         for (int32_t id : ids) text += d.push(id);
         text += d.finish();
@@ -721,8 +731,7 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServingModel& model, const ServerOptions& o)
-    : impl_(std::make_unique<Impl>(model, o)) {
+Server::Server(const ServerOptions& o) : impl_(std::make_unique<Impl>(o)) {
   if (!o.jsonl_path.empty()) {
     impl_->jsonl.open(o.jsonl_path, std::ios::app);
     if (!impl_->jsonl) usage_error("--jsonl " + o.jsonl_path + " cannot be opened for appending");
@@ -732,7 +741,7 @@ Server::Server(ServingModel& model, const ServerOptions& o)
 Server::~Server() {
   if (impl_->listener.joinable()) {
     impl_->draining = true;
-    impl_->engine.shutdown();
+    if (impl_->engine) impl_->engine->shutdown();
     impl_->http.stop();
     impl_->listener.join();
   }
@@ -748,42 +757,50 @@ std::string Server::url() const {
   return "http://" + impl_->opt.host + ":" + std::to_string(impl_->bound_port);
 }
 
-void Server::start() {
+void Server::listen() {
   Impl& m = *impl_;
   m.routes();
-  // Warm-up: one short request through the same pool and executor before the first client,
-  // so no client meets cold threads, pages or code paths.
-  {
-    engine::Engine warm(
-        {m.model.shape().max_step_tokens, m.model.shape().max_seqs, m.model.shape().max_model_len},
-        m.pool, m.exec, m.clock);
-    const int64_t n_in = std::min<int64_t>(kWarmupPromptTokens, m.model.shape().max_model_len - 1);
-    std::vector<int32_t> prompt;
-    for (int64_t i = 0; i < n_in; ++i) prompt.push_back(int32_t(i % m.model.config().vocab_size));
-    const int64_t n_out =
-        std::min<int64_t>(kWarmupOutputTokens, m.model.shape().max_model_len - n_in);
-    warm.submit(0, std::move(prompt), n_out, 0);
-    warm.run();
-  }
-  engine::Engine::OnlineHooks hooks;
-  hooks.token = [&m](int64_t id, int32_t tok, double t) { return m.on_token(id, tok, t); };
-  hooks.finish = [&m](const engine::RequestTimeline& tl, bool c) { m.on_finish(tl, c); };
-  hooks.step = [&m](const engine::StepRecord& r) { m.on_step(r); };
-  m.engine.start(std::move(hooks));
   if (m.opt.port == 0)
     m.bound_port = m.http.bind_to_any_port(m.opt.host);
   else
     m.bound_port = m.http.bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1;
-  if (m.bound_port < 0) {
-    m.engine.shutdown();
+  if (m.bound_port < 0)
     usage_error("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) +
                 " (address in use, or not an address of this machine); choose another --host "
                 "or --port");
-  }
   m.listener = std::thread([&m] { m.http.listen_after_bind(); });
   // Connections are queued by the kernel from bind on; wait until the accept loop runs.
   for (int i = 0; i < 5000 && !m.http.is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void Server::attach(ServingModel& model) {
+  Impl& m = *impl_;
+  LATPROF_ASSERT(!m.model, "a model is already attached");
+  const EngineShape& e = model.shape();
+  m.model = &model;
+  if (m.model_id.empty()) m.model_id = model.config().name;
+  m.pool = std::make_unique<engine::BlockPool>(e.kv_blocks, e.block_size);
+  m.exec = std::make_unique<ServingExecutor>(model);
+  const engine::SchedulerConfig sc{e.max_step_tokens, e.max_seqs, e.max_model_len};
+  // Warm-up: one short request through the same pool and executor before the first client,
+  // so no client meets cold threads, pages or code paths.
+  {
+    engine::Engine warm(sc, *m.pool, *m.exec, m.clock);
+    const int64_t n_in = std::min<int64_t>(kWarmupPromptTokens, e.max_model_len - 1);
+    std::vector<int32_t> prompt;
+    for (int64_t i = 0; i < n_in; ++i) prompt.push_back(int32_t(i % model.config().vocab_size));
+    warm.submit(0, std::move(prompt),
+                std::min<int64_t>(kWarmupOutputTokens, e.max_model_len - n_in), 0);
+    warm.run();
+  }
+  m.engine = std::make_unique<engine::Engine>(sc, *m.pool, *m.exec, m.clock);
+  engine::Engine::OnlineHooks hooks;
+  hooks.token = [&m](int64_t id, int32_t tok, double t) { return m.on_token(id, tok, t); };
+  hooks.finish = [&m](const engine::RequestTimeline& tl, bool c) { m.on_finish(tl, c); };
+  hooks.step = [&m](const engine::StepRecord& r) { m.on_step(r); };
+  m.engine->start(std::move(hooks));
+  m.ready = true;
 }
 
 void Server::drain() {
@@ -796,7 +813,7 @@ void Server::drain() {
       std::lock_guard<std::mutex> ll(l->mu);
       if (!l->scheduled && l->cancel_reason.empty()) {
         l->cancel_reason = "shutdown";
-        m.engine.cancel(id);
+        m.engine->cancel(id);  // lives exist only with an engine
       }
     }
   }
@@ -809,7 +826,7 @@ void Server::drain() {
     for (auto& [id, l] : m.lives) {
       std::lock_guard<std::mutex> ll(l->mu);
       if (l->cancel_reason.empty()) l->cancel_reason = "drain_timeout";
-      m.engine.cancel(id);
+      m.engine->cancel(id);
     }
   }
   // Streams write their last chunks before the HTTP server stops (its stop cuts streams).
@@ -818,7 +835,7 @@ void Server::drain() {
     m.lives_cv.wait_for(lk, std::chrono::seconds(5),
                         [&] { return m.lives.empty() && m.active_streams.load() == 0; });
   }
-  m.engine.shutdown();
+  if (m.engine) m.engine->shutdown();
   m.http.stop();
   if (m.listener.joinable()) m.listener.join();
   std::lock_guard<std::mutex> lk(m.stop_mu);

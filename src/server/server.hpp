@@ -25,7 +25,7 @@ namespace latprof::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                 // 0: any free port (port() tells which)
-  std::string served_model_name;   // "": the model's name or file stem
+  std::string served_model_name;   // "": the model's name
   std::set<std::string> api_keys;  // empty: no authentication
   double rate_limit = 0;           // requests per second per key (or client address); 0: none
   double rate_burst = 0;           // bucket size; 0: max(1, rate_limit)
@@ -43,14 +43,18 @@ struct ServerOptions {
 
 class Server {
  public:
-  Server(ServingModel& model, const ServerOptions& o);
+  explicit Server(const ServerOptions& o);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and starts the engine and the HTTP threads; returns once it accepts connections.
-  // Throws UsageError when the address cannot be bound.
-  void start();
+  // Binds and starts the HTTP threads; returns once it accepts connections. Until attach(),
+  // /health answers 503 and API requests 503 (loading). Throws UsageError when the address
+  // cannot be bound.
+  void listen();
+  // Serves `model` (loaded): a warm-up request, then the engine's loop; /health answers 200.
+  // The model must outlive the server.
+  void attach(ServingModel& model);
   int port() const;
   std::string url() const;
   // Stops accepting API requests (503), cancels queued ones, lets running requests finish for

@@ -8,6 +8,8 @@
 #include "server/api.hpp"
 #include "server/chat_template.hpp"
 #include "server/gateway.hpp"
+#include "server/server.hpp"
+#include "server/server_process.hpp"
 #include "server/serving_model.hpp"
 
 namespace latprof::server {
@@ -206,6 +208,41 @@ TEST(ServerApi, ServerTimingHeaderCarriesEveryStage) {
   const auto t = llama_timings(4, 8.0, 10, 20.0);
   EXPECT_DOUBLE_EQ(t["prompt_per_token_ms"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(t["predicted_per_second"].get<double>(), 500.0);
+}
+
+}  // namespace
+}  // namespace latprof::server
+
+namespace latprof::server {
+namespace {
+
+// In process: the server listens before the model is loaded and answers 503 until attach().
+TEST(ServerInProcess, HealthIs503UntilTheModelIsLoaded) {
+  ServerOptions o;
+  o.port = 0;
+  Server srv(o);
+  srv.listen();
+  ASSERT_GT(srv.port(), 0);
+  test::RawResponse r = test::http_request(srv.port(), "GET", "/health", "");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["status"], "loading");
+  r = test::post(srv.port(), "/v1/completions", {{"prompt", "ba"}});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["code"], "loading");
+  EXPECT_EQ(test::http_request(srv.port(), "GET", "/metrics", "").status, 200);
+  ServeModelOptions mo;
+  mo.model = "tiny";
+  mo.threads = 1;
+  mo.kv_cache_memory = "4MiB";
+  ServingModel model(mo);
+  srv.attach(model);
+  EXPECT_EQ(srv.model_id(), "tiny");
+  EXPECT_EQ(test::http_request(srv.port(), "GET", "/health", "").status, 200);
+  r = test::post(srv.port(), "/v1/completions", {{"prompt", "ba"}, {"max_tokens", 3}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["usage"]["completion_tokens"], 3);
+  srv.drain();
+  EXPECT_EQ(test::connect_to(srv.port()), -1);  // closed
 }
 
 }  // namespace
