@@ -108,6 +108,9 @@ CommandFn add_serve_command(CLI::App& app) {
                   "chatml, llama3, llama2, mistral, plain, or a Jinja template file (recognised "
                   "by its text); default: the model file's template, else plain");
   sub->add_option("--jsonl", s.jsonl_path, "Append one JSON line per finished request");
+  sub->add_option("--trace", s.trace_path,
+                  "Write the server's timeline at exit (Chrome/Perfetto JSON): a track per "
+                  "request with its stages, a track of engine steps");
   return [=]() -> int {
     ServeFlags& fl = *f;
     auto& so = fl.srv;
@@ -132,6 +135,9 @@ CommandFn add_serve_command(CLI::App& app) {
     check_range(so.drain_timeout_s, 0, 86400, "--drain-timeout", " s");
     so.api_keys = server::load_api_keys(fl.api_keys, fl.api_keys_file);
     if (!so.jsonl_path.empty()) check_writable(so.jsonl_path, "--jsonl");
+    if (!so.trace_path.empty()) check_writable(so.trace_path, "--trace");
+    if (!so.trace_path.empty() && !so.jsonl_path.empty())
+      check_distinct_outputs({{"--jsonl", so.jsonl_path}, {"--trace", so.trace_path}});
     fl.model.graphs = !fl.no_graph;
     // Chat template: a family name, a template file, or the model's own.
     if (!fl.chat_template.empty()) {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "engine/engine.hpp"
 #include "model/detokenizer.hpp"
@@ -68,6 +69,8 @@ constexpr size_t kKeepAliveMaxRequests = 100000;
 // The warm-up request run before the server listens.
 constexpr int64_t kWarmupPromptTokens = 16;
 constexpr int64_t kWarmupOutputTokens = 4;
+// --trace keeps at most this many events (about 200 bytes each); later ones are counted.
+constexpr size_t kTraceMaxEvents = 2'000'000;
 
 thread_local double tl_t0 = 0;
 thread_local std::shared_ptr<Live> tl_live;
@@ -144,6 +147,48 @@ struct Server::Impl {
   bool stopped = false;
   std::mutex jsonl_mu;
   std::ofstream jsonl;
+  // --trace: Chrome/Perfetto events kept until exit (at most kTraceMaxEvents).
+  std::mutex trace_mu;
+  std::vector<json> trace;
+  int64_t trace_dropped = 0;
+
+  void trace_event(json e) {
+    if (opt.trace_path.empty()) return;
+    std::lock_guard<std::mutex> lk(trace_mu);
+    if (trace.size() >= kTraceMaxEvents) {
+      ++trace_dropped;
+      return;
+    }
+    trace.push_back(std::move(e));
+  }
+  static json span(const char* name, int64_t tid, double from_ms, double to_ms) {
+    return {{"name", name}, {"ph", "X"},           {"pid", 1},
+            {"tid", tid},   {"ts", from_ms * 1e3}, {"dur", std::max(0.0, to_ms - from_ms) * 1e3}};
+  }
+  void write_trace() {
+    if (opt.trace_path.empty()) return;
+    std::lock_guard<std::mutex> lk(trace_mu);
+    json events = json::array();
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", 1},
+                      {"args", {{"name", "latprof serve " + model_id}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 1},
+                      {"tid", 0},
+                      {"args", {{"name", "engine steps"}}}});
+    for (json& e : trace) events.push_back(std::move(e));
+    trace.clear();
+    json doc = {{"traceEvents", std::move(events)},
+                {"displayTimeUnit", "ms"},
+                {"otherData",
+                 {{"tool", "latprof serve"},
+                  {"model", model_id},
+                  {"clock", "steady_clock, ms from server start"},
+                  {"events_dropped", trace_dropped}}}};
+    write_file_atomic(opt.trace_path, doc.dump() + "\n");
+  }
 
   double now() const { return clock.now_ms(); }
 
@@ -241,6 +286,19 @@ struct Server::Impl {
   }
 
   void on_step(const engine::StepRecord& rec) {
+    if (!opt.trace_path.empty()) {
+      json e = span("step", 0, rec.start_ms, rec.end_ms);
+      e["args"] = {{"prefill_tokens", rec.prefill_tokens},
+                   {"decode_tokens", rec.decode_tokens},
+                   {"seqs", rec.seqs},
+                   {"kv_usage", rec.kv_usage},
+                   {"preempted", rec.preempted},
+                   {"waiting", rec.waiting},
+                   {"running", rec.running},
+                   {"schedule_ms", rec.schedule_ms},
+                   {"execute_ms", rec.execute_ms}};
+      trace_event(std::move(e));
+    }
     metrics.steps->Increment();
     metrics.iteration_tokens->Observe(double(rec.prefill_tokens + rec.decode_tokens));
     if (rec.preempted > 0) metrics.preemptions->Increment(double(rec.preempted));
@@ -430,7 +488,7 @@ struct Server::Impl {
     l->t_tok1 = now();
     const int64_t n_in = int64_t(ids.size()), ctx = model->shape().max_model_len;
     const int64_t max_tokens = g.max_tokens.value_or(chat ? ctx - n_in : 16);
-    if (n_in < 1 || max_tokens < 1 || n_in + max_tokens > ctx)
+    if (n_in < 1 || n_in > ctx || max_tokens < 1 || max_tokens > ctx - n_in)  // no overflow
       return reply_error(
           res,
           ApiError(400,
@@ -586,7 +644,7 @@ struct Server::Impl {
         },
         [this, l](bool) {
           // Released once the response is over, however it ended.
-          if (!l->finished) client_gone(l);
+          client_gone(l);  // a no-op when it finished
           --active_streams;
           lives_cv.notify_all();
         });
@@ -615,6 +673,26 @@ struct Server::Impl {
     metrics.tokenize->Observe(s.tokenize_ms / 1e3);
     metrics.detokenize->Observe(s.detokenize_ms / 1e3);
     metrics.serialize->Observe(s.serialize_ms / 1e3);
+    if (!opt.trace_path.empty()) {
+      // One track per request: its stages on the server's clock.
+      const engine::RequestTimeline& tl = l->tl;
+      const int64_t tid = l->id;
+      trace_event({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", 1},
+                   {"tid", tid},
+                   {"args", {{"name", "request " + std::to_string(l->id) + " " + l->object_id}}}});
+      trace_event(span("gateway", tid, l->t0, l->t_tok0));
+      trace_event(span("tokenize", tid, l->t_tok0, l->t_tok1));
+      trace_event(span("gateway", tid, l->t_tok1, l->t_submit));
+      trace_event(span("queue", tid, l->t_submit, tl.first_scheduled_ms));
+      trace_event(span("prefill", tid, tl.first_scheduled_ms, tl.token_ms.front()));
+      json d = span("decode", tid, tl.token_ms.front(), tl.token_ms.back());
+      d["args"] = {{"tokens", l->n_tokens}, {"preemptions", tl.preemptions}};
+      trace_event(std::move(d));
+      trace_event(span("serialize", tid, tl.token_ms.back(), l->t_end));
+      trace_event(span("write", tid, l->t_end, t_written));
+    }
     if (!jsonl.is_open()) return;
     json line = {{"id", l->object_id},
                  {"path", req.path},
@@ -838,6 +916,7 @@ void Server::drain() {
   if (m.engine) m.engine->shutdown();
   m.http.stop();
   if (m.listener.joinable()) m.listener.join();
+  m.write_trace();
   std::lock_guard<std::mutex> lk(m.stop_mu);
   m.stopped = true;
   m.stop_cv.notify_all();

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "server/server_process.hpp"
@@ -279,6 +281,10 @@ TEST(Serve, GatewayRefusals) {
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(error_of(r)["code"], "context_length_exceeded");
   EXPECT_EQ(error_of(r)["param"], "max_tokens");
+  r = post(srv.port, "/v1/completions",
+           {{"prompt", "ba"}, {"max_tokens", std::numeric_limits<int64_t>::max()}}, {k2});
+  EXPECT_EQ(r.status, 400);  // no overflow
+  EXPECT_EQ(error_of(r)["code"], "context_length_exceeded");
   r = http_request(srv.port, "GET", "/no/such/path", "", {k2});
   EXPECT_EQ(r.status, 404);
   error_of(r);
@@ -288,7 +294,7 @@ TEST(Serve, GatewayRefusals) {
   EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"body_too_large\"}"), 1);
   EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"invalid\"}"), 2);
   EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"model_not_found\"}"), 1);
-  EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"context_length\"}"), 1);
+  EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"context_length\"}"), 2);
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
 }
 
@@ -468,6 +474,49 @@ TEST(Serve, MetricsCountTheRequestsSent) {
   }
   EXPECT_GT(samples, 50);
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+}
+
+TEST(Serve, JsonlLinesAndTraceAtExit) {
+  const std::string dir = testing::TempDir();
+  const std::string jsonl = dir + "/latprof_serve_" + std::to_string(getpid()) + ".jsonl";
+  const std::string trace = dir + "/latprof_serve_" + std::to_string(getpid()) + ".trace.json";
+  std::remove(jsonl.c_str());
+  std::remove(trace.c_str());
+  {
+    ServerProcess srv({"--model", "tiny", "--jsonl", jsonl, "--trace", trace});
+    complete(srv.port, {{"prompt", "ba lo"}, {"max_tokens", 4}, {"ignore_eos", true}});
+    stream(srv.port, {{"prompt", "ba"}, {"max_tokens", 3}, {"ignore_eos", true}}, false);
+    ASSERT_TRUE(wait_metrics(srv.port, [](const std::string& m) {
+      return metric(m, "latprof:e2e_request_latency_seconds_count") == 2;
+    }));
+    EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+  }
+  std::ifstream in(jsonl);
+  std::string line;
+  std::vector<json> lines;
+  while (std::getline(in, line)) lines.push_back(parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["completion_tokens"], 4);
+  EXPECT_EQ(lines[1]["stream"], true);
+  for (const json& l : lines) {
+    EXPECT_GE(l["written_ms"].get<double>(), l["latprof_timings"]["total_ms"].get<double>());
+    EXPECT_EQ(l["token_ms"].size(), l["completion_tokens"].get<size_t>());
+  }
+  std::ifstream tin(trace);
+  std::stringstream ts;
+  ts << tin.rdbuf();
+  const json t = parse(ts.str());
+  std::set<std::string> names;
+  int steps = 0;
+  for (const json& e : t["traceEvents"]) {
+    names.insert(e["name"].get<std::string>());
+    if (e["name"] == "step") ++steps;
+  }
+  for (const char* n : {"gateway", "tokenize", "queue", "prefill", "decode", "serialize", "write"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_GE(steps, 4 + 3 - 1);  // at least the steps of the longer request, and shared ones
+  std::remove(jsonl.c_str());
+  std::remove(trace.c_str());
 }
 
 }  // namespace
