@@ -319,12 +319,30 @@ struct Server::Impl {
     metrics.rejected(reason);
   }
 
-  // Gateway checks before the body is read; Handled when the request was refused.
-  httplib::Server::HandlerResponse gateway(const httplib::Request& req, httplib::Response& res) {
+  // Before the body is read: the request's clock starts, and a form-encoded type is set to JSON.
+  httplib::Server::HandlerResponse received(const httplib::Request& req) {
     const double t = now();
     tl_t0 = ConnectionPool::take_first_request() ? std::min(t, ConnectionPool::accepted_ms()) : t;
     tl_live.reset();
-    using HR = httplib::Server::HandlerResponse;
+    if (req.method == "POST") {
+      // cpp-httplib parses an application/x-www-form-urlencoded body as a form and refuses one
+      // over 8 KiB (413), and curl -d sends JSON with that type unless told otherwise. Every
+      // body here is JSON whatever its declared type, so the type is set before the body is read
+      // (the request object is cpp-httplib's own, not const; only the handler sees it const).
+      auto& headers = const_cast<httplib::Request&>(req).headers;
+      const auto [first, last] = headers.equal_range("Content-Type");
+      for (auto it = first; it != last; ++it)
+        if (it->second.rfind("application/x-www-form-urlencoded", 0) == 0)
+          it->second = "application/json";
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
+  // The gateway, once the body has been read (a refusal must not leave an unread body on a
+  // keep-alive connection; bodies over --max-body-bytes are refused while they are skipped):
+  // false when the request was refused (the answer is in res). api: an API route (key, rate
+  // limit, loading and draining apply), not /health or /metrics.
+  bool admit(const httplib::Request& req, httplib::Response& res, bool api) {
     if (ConnectionPool::refusing()) {
       res.set_header("Retry-After", "1");
       res.set_header("Connection", "close");
@@ -334,16 +352,16 @@ struct Server::Impl {
                            "--connection-backlog); retry later",
                            "", "server_overloaded", "overloaded"),
                   "overloaded");
-      return HR::Handled;
+      return false;
     }
-    if (req.path == "/health" || req.path == "/metrics") return HR::Unhandled;
+    if (!api) return true;
     if (!ready) {
       res.set_header("Retry-After", "1");
       reply_error(res,
                   ApiError(503, "the model is loading; retry when /health answers 200", "",
                            "server_loading", "loading"),
                   "loading");
-      return HR::Handled;
+      return false;
     }
     std::string key = req.remote_addr;
     if (!opt.api_keys.empty()) {
@@ -356,13 +374,13 @@ struct Server::Impl {
                                            : "incorrect API key provided",
                              "", "invalid_request_error", "invalid_api_key"),
                     "unauthorized");
-        return HR::Handled;
+        return false;
       }
       key = given;
     }
     if (opt.rate_limit > 0) {
       int64_t retry = 0;
-      if (!limiter.allow(key, t / 1e3, retry)) {
+      if (!limiter.allow(key, now() / 1e3, retry)) {
         res.set_header("Retry-After", std::to_string(retry));
         reply_error(res,
                     ApiError(429,
@@ -370,7 +388,7 @@ struct Server::Impl {
                                  " requests/s reached; retry after " + std::to_string(retry) + " s",
                              "", "rate_limit_error", "rate_limit_exceeded"),
                     "rate_limited");
-        return HR::Handled;
+        return false;
       }
     }
     if (draining && req.method == "POST") {
@@ -379,34 +397,9 @@ struct Server::Impl {
           res,
           ApiError(503, "the server is shutting down", "", "server_shutting_down", "shutting_down"),
           "draining");
-      return HR::Handled;
+      return false;
     }
-    if (req.method == "POST") {
-      // cpp-httplib parses an application/x-www-form-urlencoded body as a form and refuses one
-      // over 8 KiB (413), and curl -d sends JSON with that type unless told otherwise. Every
-      // body here is JSON whatever its declared type, so the type is set before the body is read
-      // (the request object is cpp-httplib's own, not const; only the handler sees it const).
-      auto& headers = const_cast<httplib::Request&>(req).headers;
-      const auto [first, last] = headers.equal_range("Content-Type");
-      for (auto it = first; it != last; ++it)
-        if (it->second.rfind("application/x-www-form-urlencoded", 0) == 0)
-          it->second = "application/json";
-    }
-    if (req.has_header("Content-Length")) {
-      const std::string v = req.get_header_value("Content-Length");
-      const unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
-      if (n > uint64_t(opt.max_body_bytes)) {
-        res.set_header("Connection", "close");
-        reply_error(res,
-                    ApiError(400,
-                             "the request body is " + v + " bytes, more than --max-body-bytes " +
-                                 std::to_string(opt.max_body_bytes),
-                             "body", "invalid_request_error", "body_too_large"),
-                    "body_too_large");
-        return HR::Handled;
-      }
-    }
-    return HR::Unhandled;
+    return true;
   }
 
   StageTimes stages_of(const Live& l) const {
@@ -723,17 +716,29 @@ struct Server::Impl {
     http.set_write_timeout(time_t(opt.write_timeout_s), 0);
     http.set_keep_alive_timeout(time_t(std::max(1.0, opt.keep_alive_timeout_s)));
     http.set_keep_alive_max_count(kKeepAliveMaxRequests);
+    // Without TCP_NODELAY (cpp-httplib's default is off) a response written in two pieces
+    // (headers, body) or a stream's small chunks wait for the client's delayed ACK: 40 ms stalls.
+    http.set_tcp_nodelay(true);
     http.set_payload_max_length(size_t(opt.max_body_bytes));
     http.set_pre_routing_handler(
-        [this](const httplib::Request& q, httplib::Response& r) { return gateway(q, r); });
+        [this](const httplib::Request& q, httplib::Response&) { return received(q); });
     http.set_logger(
         [this](const httplib::Request& q, const httplib::Response& r) { written(q, r); });
-    http.set_error_handler(
-        httplib::Server::HandlerWithResponse([](const httplib::Request& q, httplib::Response& r) {
+    http.set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& q, httplib::Response& r) {
           if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-          std::string msg = r.status == 404   ? "no route " + q.method + " " + q.path
-                            : r.status == 413 ? "the request body is larger than --max-body-bytes"
-                                              : "HTTP error " + std::to_string(r.status);
+          if (r.status == 413) {
+            // cpp-httplib skipped a body over --max-body-bytes: a validation error here.
+            reply_error(r,
+                        ApiError(400,
+                                 "the request body is larger than --max-body-bytes " +
+                                     std::to_string(opt.max_body_bytes),
+                                 "body", "invalid_request_error", "body_too_large"),
+                        "body_too_large");
+            return httplib::Server::HandlerResponse::Handled;
+          }
+          const std::string msg = r.status == 404 ? "no route " + q.method + " " + q.path
+                                                  : "HTTP error " + std::to_string(r.status);
           r.set_content(ApiError(r.status, msg).body().dump(), "application/json");
           return httplib::Server::HandlerResponse::Handled;
         }));
@@ -750,12 +755,14 @@ struct Server::Impl {
           r.set_content(ApiError(500, "internal error: " + what, "", "server_error").body().dump(),
                         "application/json");
         });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+    http.Get("/health", [this](const httplib::Request& q, httplib::Response& r) {
+      if (!admit(q, r, false)) return;
       const char* status = draining ? "draining" : ready ? "ok" : "loading";
       r.status = draining || !ready ? 503 : 200;
       r.set_content(json{{"status", status}}.dump(), "application/json");
     });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+    http.Get("/metrics", [this](const httplib::Request& q, httplib::Response& r) {
+      if (!admit(q, r, false)) return;
       if (ready) {
         metrics.running->Set(double(engine->online_running()));
         metrics.waiting->Set(double(n_waiting.load()));
@@ -763,7 +770,8 @@ struct Server::Impl {
       }
       r.set_content(metrics.text(), "text/plain; version=0.0.4");
     });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+    http.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) {
+      if (!admit(q, r, true)) return;
       json m = {{"id", model_id},
                 {"object", "model"},
                 {"created", created},
@@ -774,12 +782,13 @@ struct Server::Impl {
                     "application/json");
     });
     http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
-      handle_generate(q, r, false);
+      if (admit(q, r, true)) handle_generate(q, r, false);
     });
     http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
-      handle_generate(q, r, true);
+      if (admit(q, r, true)) handle_generate(q, r, true);
     });
     http.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) {
+      if (!admit(q, r, true)) return;
       try {
         const TokenizeRequest t = parse_tokenize_request(q.body);
         const std::string text = t.chat ? render_chat(opt.chat_template, t.messages) : t.prompt;
@@ -794,6 +803,7 @@ struct Server::Impl {
       }
     });
     http.Post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) {
+      if (!admit(q, r, true)) return;
       try {
         const std::vector<int32_t> ids =
             parse_detokenize_request(q.body, model->config().vocab_size);

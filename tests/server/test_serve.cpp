@@ -263,6 +263,32 @@ TEST(Serve, GatewayRefusals) {
   EXPECT_EQ(http_request(srv.port, "GET", "/health", "").status, 200);   // no key needed
   EXPECT_EQ(http_request(srv.port, "GET", "/metrics", "").status, 200);  // no key needed
   EXPECT_EQ(post(srv.port, "/v1/completions", ok, {k2}).status, 200);    // a key from the file
+  {
+    // Refusals on one keep-alive connection: each body is consumed, so the next request on the
+    // connection is read from its first byte (not from the refused body's).
+    const int fd = connect_to(srv.port);
+    ASSERT_GE(fd, 0);
+    const std::string body = ok.dump();
+    const std::string one =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        "application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(send(fd, one.data(), one.size(), MSG_NOSIGNAL), ssize_t(one.size()));
+      std::string got;
+      char buf[4096];
+      while (got.find("\r\n\r\n") == std::string::npos ||
+             got.size() < got.find("\r\n\r\n") + 4 + 100) {
+        pollfd p{fd, POLLIN, 0};
+        ASSERT_EQ(poll(&p, 1, 10000), 1);
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        ASSERT_GT(n, 0);
+        got.append(buf, size_t(n));
+      }
+      EXPECT_EQ(got.substr(9, 3), "401") << "request " << i << ": " << got;
+    }
+    close(fd);
+  }
 
   r = http_request(srv.port, "POST", "/v1/completions",
                    "{\"prompt\": \"" + std::string(3000, 'a') + "\"}", {k2});
@@ -290,7 +316,7 @@ TEST(Serve, GatewayRefusals) {
   error_of(r);
 
   const std::string m = metrics_text(srv.port);
-  EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"unauthorized\"}"), 3);
+  EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"unauthorized\"}"), 6);
   EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"body_too_large\"}"), 1);
   EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"invalid\"}"), 2);
   EXPECT_EQ(metric(m, "latprof:request_rejected_total{reason=\"model_not_found\"}"), 1);
