@@ -107,6 +107,8 @@ CommandFn add_serve_command(CLI::App& app) {
   sub->add_option("--chat-template", f->chat_template,
                   "chatml, llama3, llama2, mistral, plain, or a Jinja template file (recognised "
                   "by its text); default: the model file's template, else plain");
+  sub->add_option("--tls-cert", s.tls_cert, "PEM certificate: serve HTTPS (with --tls-key)");
+  sub->add_option("--tls-key", s.tls_key, "PEM private key of --tls-cert");
   sub->add_option("--jsonl", s.jsonl_path, "Append one JSON line per finished request");
   sub->add_option("--trace", s.trace_path,
                   "Write the server's timeline at exit (Chrome/Perfetto JSON): a track per "
@@ -134,6 +136,10 @@ CommandFn add_serve_command(CLI::App& app) {
     check_range(so.write_timeout_s, 1, 3600, "--write-timeout", " s");
     check_range(so.drain_timeout_s, 0, 86400, "--drain-timeout", " s");
     so.api_keys = server::load_api_keys(fl.api_keys, fl.api_keys_file);
+    if (so.tls_cert.empty() != so.tls_key.empty())
+      usage_error("--tls-cert and --tls-key go together: give both, or neither for plain HTTP");
+    for (const std::string* f : {&so.tls_cert, &so.tls_key})
+      if (!f->empty()) read_input_file(*f, f == &so.tls_cert ? "--tls-cert" : "--tls-key", 1 << 20);
     if (!so.jsonl_path.empty()) check_writable(so.jsonl_path, "--jsonl");
     if (!so.trace_path.empty()) check_writable(so.trace_path, "--trace");
     if (!so.trace_path.empty() && !so.jsonl_path.empty())

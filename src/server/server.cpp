@@ -108,6 +108,15 @@ struct Server::Impl {
       : opt(o),
         clock(engine::Clock::steady()),
         limiter(o.rate_limit, o.rate_burst > 0 ? o.rate_burst : std::max(1.0, o.rate_limit)) {
+    if (o.tls_cert.empty()) {
+      http = std::make_unique<httplib::Server>();
+    } else {
+      auto tls = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
+      if (!tls->is_valid())
+        usage_error("--tls-cert " + o.tls_cert + " and --tls-key " + o.tls_key +
+                    " are not a PEM certificate and its private key (OpenSSL refused them)");
+      http = std::move(tls);
+    }
     model_id = o.served_model_name;
     created = int64_t(std::time(nullptr));
     id_seed = std::random_device{}();
@@ -127,8 +136,8 @@ struct Server::Impl {
   std::atomic<bool> ready{false};
   RateLimiter limiter;
   Metrics metrics;
-  httplib::Server http;
-  ConnectionPool* conns = nullptr;  // owned by http
+  std::unique_ptr<httplib::Server> http;  // an SSLServer with --tls-cert
+  ConnectionPool* conns = nullptr;        // owned by http
   std::string model_id;
   int64_t created = 0;
   uint64_t id_seed = 0;
@@ -707,24 +716,24 @@ struct Server::Impl {
   }
 
   void routes() {
-    http.new_task_queue = [this] {
+    http->new_task_queue = [this] {
       conns = new ConnectionPool(size_t(opt.max_connections), size_t(opt.connection_backlog),
                                  [this] { return now(); });
       return conns;
     };
-    http.set_read_timeout(time_t(opt.read_timeout_s), 0);
-    http.set_write_timeout(time_t(opt.write_timeout_s), 0);
-    http.set_keep_alive_timeout(time_t(std::max(1.0, opt.keep_alive_timeout_s)));
-    http.set_keep_alive_max_count(kKeepAliveMaxRequests);
+    http->set_read_timeout(time_t(opt.read_timeout_s), 0);
+    http->set_write_timeout(time_t(opt.write_timeout_s), 0);
+    http->set_keep_alive_timeout(time_t(std::max(1.0, opt.keep_alive_timeout_s)));
+    http->set_keep_alive_max_count(kKeepAliveMaxRequests);
     // Without TCP_NODELAY (cpp-httplib's default is off) a response written in two pieces
     // (headers, body) or a stream's small chunks wait for the client's delayed ACK: 40 ms stalls.
-    http.set_tcp_nodelay(true);
-    http.set_payload_max_length(size_t(opt.max_body_bytes));
-    http.set_pre_routing_handler(
+    http->set_tcp_nodelay(true);
+    http->set_payload_max_length(size_t(opt.max_body_bytes));
+    http->set_pre_routing_handler(
         [this](const httplib::Request& q, httplib::Response&) { return received(q); });
-    http.set_logger(
+    http->set_logger(
         [this](const httplib::Request& q, const httplib::Response& r) { written(q, r); });
-    http.set_error_handler(httplib::Server::HandlerWithResponse(
+    http->set_error_handler(httplib::Server::HandlerWithResponse(
         [this](const httplib::Request& q, httplib::Response& r) {
           if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
           if (r.status == 413) {
@@ -742,7 +751,7 @@ struct Server::Impl {
           r.set_content(ApiError(r.status, msg).body().dump(), "application/json");
           return httplib::Server::HandlerResponse::Handled;
         }));
-    http.set_exception_handler(
+    http->set_exception_handler(
         [](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
           std::string what = "unknown";
           try {
@@ -755,13 +764,13 @@ struct Server::Impl {
           r.set_content(ApiError(500, "internal error: " + what, "", "server_error").body().dump(),
                         "application/json");
         });
-    http.Get("/health", [this](const httplib::Request& q, httplib::Response& r) {
+    http->Get("/health", [this](const httplib::Request& q, httplib::Response& r) {
       if (!admit(q, r, false)) return;
       const char* status = draining ? "draining" : ready ? "ok" : "loading";
       r.status = draining || !ready ? 503 : 200;
       r.set_content(json{{"status", status}}.dump(), "application/json");
     });
-    http.Get("/metrics", [this](const httplib::Request& q, httplib::Response& r) {
+    http->Get("/metrics", [this](const httplib::Request& q, httplib::Response& r) {
       if (!admit(q, r, false)) return;
       if (ready) {
         metrics.running->Set(double(engine->online_running()));
@@ -770,7 +779,7 @@ struct Server::Impl {
       }
       r.set_content(metrics.text(), "text/plain; version=0.0.4");
     });
-    http.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) {
+    http->Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) {
       if (!admit(q, r, true)) return;
       json m = {{"id", model_id},
                 {"object", "model"},
@@ -781,13 +790,13 @@ struct Server::Impl {
       r.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(),
                     "application/json");
     });
-    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
+    http->Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
       if (admit(q, r, true)) handle_generate(q, r, false);
     });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
+    http->Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
       if (admit(q, r, true)) handle_generate(q, r, true);
     });
-    http.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) {
+    http->Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) {
       if (!admit(q, r, true)) return;
       try {
         const TokenizeRequest t = parse_tokenize_request(q.body);
@@ -802,7 +811,7 @@ struct Server::Impl {
         reply_error(r, e, "invalid");
       }
     });
-    http.Post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) {
+    http->Post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) {
       if (!admit(q, r, true)) return;
       try {
         const std::vector<int32_t> ids =
@@ -830,7 +839,7 @@ Server::~Server() {
   if (impl_->listener.joinable()) {
     impl_->draining = true;
     if (impl_->engine) impl_->engine->shutdown();
-    impl_->http.stop();
+    impl_->http->stop();
     impl_->listener.join();
   }
 }
@@ -842,23 +851,24 @@ int Server::port() const {
   return impl_->bound_port;
 }
 std::string Server::url() const {
-  return "http://" + impl_->opt.host + ":" + std::to_string(impl_->bound_port);
+  return (impl_->opt.tls_cert.empty() ? "http://" : "https://") + impl_->opt.host + ":" +
+         std::to_string(impl_->bound_port);
 }
 
 void Server::listen() {
   Impl& m = *impl_;
   m.routes();
   if (m.opt.port == 0)
-    m.bound_port = m.http.bind_to_any_port(m.opt.host);
+    m.bound_port = m.http->bind_to_any_port(m.opt.host);
   else
-    m.bound_port = m.http.bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1;
+    m.bound_port = m.http->bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1;
   if (m.bound_port < 0)
     usage_error("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) +
                 " (address in use, or not an address of this machine); choose another --host "
                 "or --port");
-  m.listener = std::thread([&m] { m.http.listen_after_bind(); });
+  m.listener = std::thread([&m] { m.http->listen_after_bind(); });
   // Connections are queued by the kernel from bind on; wait until the accept loop runs.
-  for (int i = 0; i < 5000 && !m.http.is_running(); ++i)
+  for (int i = 0; i < 5000 && !m.http->is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
@@ -924,7 +934,7 @@ void Server::drain() {
                         [&] { return m.lives.empty() && m.active_streams.load() == 0; });
   }
   if (m.engine) m.engine->shutdown();
-  m.http.stop();
+  m.http->stop();
   if (m.listener.joinable()) m.listener.join();
   m.write_trace();
   std::lock_guard<std::mutex> lk(m.stop_mu);

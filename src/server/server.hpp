@@ -39,6 +39,7 @@ struct ServerOptions {
   std::string chat_template_source = "none";  // where chat_template came from
   std::string jsonl_path;                     // one line per finished request ("": none)
   std::string trace_path;                     // Perfetto trace written at exit ("": none)
+  std::string tls_cert, tls_key;              // PEM files: HTTPS (OpenSSL) when set
 };
 
 class Server {

@@ -59,9 +59,11 @@ class ServerProcess {
       const ssize_t n = read(out_, buf, sizeof buf);
       if (n <= 0) break;  // exited
       text.append(buf, size_t(n));
-      const size_t at = text.find("listening on http://127.0.0.1:");
+      // "listening on http://127.0.0.1:PORT" (https with TLS)
+      const size_t on = text.find("listening on http");
+      const size_t at = on == std::string::npos ? on : text.find("127.0.0.1:", on);
       if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
-        port = std::stoi(text.substr(at + std::string("listening on http://127.0.0.1:").size()));
+        port = std::stoi(text.substr(at + 10));
         banner = text;
         return;
       }

@@ -93,5 +93,46 @@ TEST(ServeTools, PrometheusScrapesTheMetrics) {
   if (!HasFailure()) run_command("rm -rf " + dir, 30);
 }
 
+TEST(ServeTools, HttpsWithTlsCertAndKey) {
+  if (run_command("openssl version >/dev/null 2>&1 && curl --version >/dev/null 2>&1", 30).first !=
+      0)
+    GTEST_SKIP() << "openssl or curl is not installed";
+  const std::string dir = testing::TempDir() + "/latprof_tls_" + std::to_string(getpid());
+  ASSERT_EQ(run_command("mkdir -p " + dir +
+                            " && openssl req -x509 -newkey rsa:2048 -nodes "
+                            "-keyout " +
+                            dir + "/key.pem -out " + dir +
+                            "/cert.pem -days 1 "
+                            "-subj /CN=127.0.0.1 >/dev/null 2>&1",
+                        60)
+                .first,
+            0);
+  ServerProcess srv(
+      {"--model", "tiny", "--tls-cert", dir + "/cert.pem", "--tls-key", dir + "/key.pem"});
+  EXPECT_NE(srv.banner.find("listening on https://127.0.0.1:"), std::string::npos) << srv.banner;
+  const std::string url = "https://127.0.0.1:" + std::to_string(srv.port);
+  auto [code, out] =
+      run_command("curl -sk --max-time 30 " + url +
+                      "/v1/completions -H 'Content-Type: application/json' "
+                      "-d '{\"prompt\": \"ba lo\", \"max_tokens\": 3, \"ignore_eos\": true}'",
+                  60);
+  ASSERT_EQ(code, 0) << out;
+  const json j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+  EXPECT_TRUE(j["latprof_timings"]["total_ms"].is_number());
+  std::tie(code, out) = run_command(
+      "curl -skN --max-time 30 " + url +
+          "/v1/completions -d '{\"prompt\": \"ba\", \"max_tokens\": 4, \"stream\": true, "
+          "\"ignore_eos\": true}'",
+      60);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(sse_events(out).size(), 4u + 1 + 1) << out;  // 4 tokens, the finish chunk, [DONE]
+  // Plain HTTP on the TLS port is not answered as HTTP.
+  EXPECT_NE(http_request(srv.port, "GET", "/health", "", {}, nullptr, 5).status, 200);
+  EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+  run_command("rm -rf " + dir, 30);
+}
+
 }  // namespace
 }  // namespace latprof::test
