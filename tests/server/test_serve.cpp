@@ -216,6 +216,40 @@ TEST(Serve, TokenIdPromptsAndStopStrings) {
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
 }
 
+// The model's end-of-sequence token ends a request ("stop", counted, no text) unless
+// ignore_eos. Sampling at a high temperature is seeded, so the seeds that meet EOS are the
+// same on every run; the tiny model's vocabulary of 256 makes it likely within 400 tokens.
+TEST(Serve, EndOfSequenceStopsUnlessIgnored) {
+  ServerProcess srv({"--model", "tiny"});
+  int stopped = 0;
+  for (int seed = 0; seed < 8; ++seed) {
+    json req = {{"prompt", "ba"}, {"max_tokens", 400}, {"temperature", 100}, {"seed", seed}};
+    const json a = complete(srv.port, req);
+    if (a["choices"][0]["finish_reason"] != "stop") {
+      EXPECT_EQ(a["usage"]["completion_tokens"], 400);
+      continue;
+    }
+    ++stopped;
+    const int n = a["usage"]["completion_tokens"];
+    EXPECT_LT(n, 400);
+    // The same seed with ignore_eos: the same first n - 1 tokens' text, then on to 400.
+    req["ignore_eos"] = true;
+    const json b = complete(srv.port, req);
+    EXPECT_EQ(b["usage"]["completion_tokens"], 400);
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+    const std::string ta = a["choices"][0]["text"], tb = b["choices"][0]["text"];
+    EXPECT_EQ(tb.substr(0, ta.size()), ta);
+    EXPECT_GT(tb.size(), ta.size());
+    // Streaming: the same stop.
+    req.erase("ignore_eos");
+    const Stream s = stream(srv.port, req, false);
+    EXPECT_EQ(s.text, ta);
+    EXPECT_EQ(s.events.back()["choices"][0]["finish_reason"], "stop");
+  }
+  EXPECT_GE(stopped, 1);
+  EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+}
+
 TEST(Serve, ConcurrentRequestsGetWhatTheyGetAlone) {
   ServerProcess srv({"--model", "tiny", "--max-batched-tokens", "64"});
   const std::vector<std::string> prompts = {
