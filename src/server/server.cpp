@@ -32,7 +32,7 @@ namespace {
 // One request in flight: written by the engine thread (tokens, finish) and read by the
 // connection thread that answers it, under mu.
 struct Live {
-  Live(const Tokenizer& tok) : detok(tok) {}
+  explicit Live(const Tokenizer& tok) : detok(tok) {}
   int64_t id = 0;
   GenerateRequest req;
   std::string object_id;
@@ -51,7 +51,7 @@ struct Live {
   int64_t n_tokens = 0;
   bool stopped = false;  // EOS or a stop string
   bool finished = false, cancelled = false;
-  bool scheduled = false;  // engine thread only
+  bool scheduled = false;  // in a step yet (guarded by the server's lives_mu)
   std::string cancel_reason;
   double detok_ms = 0, detok_last_ms = 0;
   engine::RequestTimeline tl;
@@ -66,7 +66,7 @@ struct Live {
 
 // A client may send this many requests on one connection (cpp-httplib's default is 5).
 constexpr size_t kKeepAliveMaxRequests = 100000;
-// The warm-up request run before the server listens.
+// The warm-up request run before the engine serves its first client.
 constexpr int64_t kWarmupPromptTokens = 16;
 constexpr int64_t kWarmupOutputTokens = 4;
 // --trace keeps at most this many events (about 200 bytes each); later ones are counted.
@@ -216,6 +216,7 @@ struct Server::Impl {
     metrics.generation_tokens->Increment();
     if (!l->req.ignore_eos && token == l->eos) {
       l->stopped = true;
+      l->text += l->detok.finish();  // an incomplete character before EOS becomes U+FFFD
     } else {
       const std::string piece = l->detok.push(token);
       l->text += piece;
