@@ -1,6 +1,7 @@
 #include "server/server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -859,6 +860,16 @@ std::string Server::url() const {
 void Server::listen() {
   Impl& m = *impl_;
   m.routes();
+  // cpp-httplib sets SO_REUSEPORT (a second server on the same port would bind and take half
+  // the connections) and listens with a backlog of 5 (a burst of connections overflows the
+  // kernel's accept queue: resets and 1 s retransmits). Only SO_REUSEADDR here, and the
+  // backlog is raised once bound.
+  int listen_fd = -1;
+  m.http->set_socket_options([&listen_fd](socket_t fd) {
+    const int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = fd;
+  });
   if (m.opt.port == 0)
     m.bound_port = m.http->bind_to_any_port(m.opt.host);
   else
@@ -867,6 +878,7 @@ void Server::listen() {
     usage_error("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) +
                 " (address in use, or not an address of this machine); choose another --host "
                 "or --port");
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   m.listener = std::thread([&m] { m.http->listen_after_bind(); });
   // Connections are queued by the kernel from bind on; wait until the accept loop runs.
   for (int i = 0; i < 5000 && !m.http->is_running(); ++i)

@@ -216,6 +216,42 @@ TEST(Serve, TokenIdPromptsAndStopStrings) {
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
 }
 
+// The sizing: 256 concurrent streams (--max-connections' default) on cpp-httplib, all
+// connecting at once (the listen backlog is raised from cpp-httplib's 5).
+TEST(Serve, Holds256ConcurrentStreams) {
+  ServerProcess srv({"--model", "tiny", "--kv-cache-memory", "64MiB"});
+  constexpr int kStreams = 256, kTokens = 8;
+  std::vector<std::future<Stream>> all;
+  for (int i = 0; i < kStreams; ++i)
+    all.push_back(std::async(std::launch::async, [&, i] {
+      return stream(srv.port,
+                    {{"prompt", std::vector<int>{5 + i % 200, 7, 9}},
+                     {"max_tokens", kTokens},
+                     {"ignore_eos", true}},
+                    false);
+    }));
+  int complete_streams = 0;
+  for (auto& f : all) {
+    const Stream s = f.get();
+    EXPECT_EQ(s.status, 200);
+    complete_streams += s.done && s.events.size() == kTokens + 1;
+  }
+  EXPECT_EQ(complete_streams, kStreams);
+  EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+}
+
+TEST(Serve, APortInUseIsAUsageError) {
+  ServerProcess first({"--model", "tiny"});
+  const auto [code, out] =
+      run_command(std::string(LATPROF_BIN) + " serve --model tiny --host 127.0.0.1 --port " +
+                      std::to_string(first.port) + " 2>&1",
+                  60);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("cannot listen on 127.0.0.1:" + std::to_string(first.port)), std::string::npos)
+      << out;
+  EXPECT_EQ(first.stop(SIGTERM, 30), 0);
+}
+
 // The model's end-of-sequence token ends a request ("stop", counted, no text) unless
 // ignore_eos. Sampling at a high temperature is seeded, so the seeds that meet EOS are the
 // same on every run; the tiny model's vocabulary of 256 makes it likely within 400 tokens.
