@@ -101,6 +101,9 @@ CommandFn add_serve_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--write-timeout", s.write_timeout_s, "Seconds a write to a client may block")
       ->capture_default_str();
+  sub->add_option("--keep-alive-timeout", s.keep_alive_timeout_s,
+                  "Seconds an idle keep-alive connection is kept")
+      ->capture_default_str();
   sub->add_option("--drain-timeout", s.drain_timeout_s,
                   "Seconds running requests may take to finish after SIGTERM")
       ->capture_default_str();
@@ -135,6 +138,7 @@ CommandFn add_serve_command(CLI::App& app) {
     check_range(so.read_timeout_s, 1, 3600, "--read-timeout", " s");
     check_range(so.write_timeout_s, 1, 3600, "--write-timeout", " s");
     check_range(so.drain_timeout_s, 0, 86400, "--drain-timeout", " s");
+    check_range(so.keep_alive_timeout_s, 1, 3600, "--keep-alive-timeout", " s");
     so.api_keys = server::load_api_keys(fl.api_keys, fl.api_keys_file);
     if (so.tls_cert.empty() != so.tls_key.empty())
       usage_error("--tls-cert and --tls-key go together: give both, or neither for plain HTTP");

@@ -240,6 +240,32 @@ TEST(Serve, Holds256ConcurrentStreams) {
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
 }
 
+// A client that sends half a request holds its connection thread only until --read-timeout;
+// garbage instead of HTTP is a 400.
+TEST(Serve, SlowAndMalformedClientsCannotHoldTheServer) {
+  ServerProcess srv({"--model", "tiny", "--max-connections", "1", "--connection-backlog", "8",
+                     "--read-timeout", "1", "--keep-alive-timeout", "1"});
+  const int slow = connect_to(srv.port);
+  ASSERT_GE(slow, 0);
+  const std::string half =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pro";
+  ASSERT_EQ(send(slow, half.data(), half.size(), MSG_NOSIGNAL), ssize_t(half.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it holds the only thread
+  const auto t0 = std::chrono::steady_clock::now();
+  const RawResponse r = post(srv.port, "/v1/completions", {{"prompt", "ba"}, {"max_tokens", 2}});
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, 200);
+  // The slow client's read timed out after 1 s; its connection was closed 1 s later (keep-alive).
+  EXPECT_LT(waited, 6.0);
+  close(slow);
+  const RawResponse g = http_request(srv.port, "GARBAGE", "\x01\x02", "", {},
+                                     [](const std::string& body) { return body.empty(); });
+  EXPECT_EQ(g.status, 400);
+  EXPECT_EQ(http_request(srv.port, "GET", "/health", "").status, 200);  // still serving
+  EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+}
+
 TEST(Serve, APortInUseIsAUsageError) {
   ServerProcess first({"--model", "tiny"});
   const auto [code, out] =
