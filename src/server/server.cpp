@@ -23,47 +23,13 @@
 #include "server/api.hpp"
 #include "server/gateway.hpp"
 #include "server/metrics.hpp"
+#include "server/request.hpp"
 
 namespace latprof::server {
 
 using nlohmann::json;
 
 namespace {
-
-// One request in flight: written by the engine thread (tokens, finish) and read by the
-// connection thread that answers it, under mu.
-struct Live {
-  explicit Live(const Tokenizer& tok) : detok(tok) {}
-  int64_t id = 0;
-  GenerateRequest req;
-  std::string object_id;
-  int64_t created = 0;
-  int64_t prompt_tokens = 0;
-  int64_t max_tokens = 0;
-  int32_t eos = -1;
-  size_t max_stop = 0;  // longest stop string, bytes
-
-  std::mutex mu;
-  std::condition_variable cv;
-  StreamingDetokenizer detok;
-  std::string text;                // generated text so far (cut at a stop string)
-  size_t committed = 0;            // text[0, committed) handed to the stream
-  std::deque<std::string> deltas;  // stream: text not yet written
-  int64_t n_tokens = 0;
-  bool stopped = false;  // EOS or a stop string
-  bool finished = false, cancelled = false;
-  bool scheduled = false;  // in a step yet (guarded by the server's lives_mu)
-  std::string cancel_reason;
-  double detok_ms = 0, detok_last_ms = 0;
-  engine::RequestTimeline tl;
-
-  // Connection thread's stamps (engine clock, ms).
-  double t0 = 0, t_tok0 = 0, t_tok1 = 0, t_submit = 0, t_end = 0;
-  double write_ms = 0;    // stream: chunks serialized and written while the engine decoded
-  bool answered = false;  // the response carried timings
-  StageTimes stages;
-  std::string finish_reason;
-};
 
 // A client may send this many requests on one connection (cpp-httplib's default is 5).
 constexpr size_t kKeepAliveMaxRequests = 100000;
@@ -74,20 +40,7 @@ constexpr int64_t kWarmupOutputTokens = 4;
 constexpr size_t kTraceMaxEvents = 2'000'000;
 
 thread_local double tl_t0 = 0;
-thread_local std::shared_ptr<Live> tl_live;
-
-// The longest suffix of `text` that is a proper prefix of a stop string: text that may yet
-// become a stop and must be held back from a stream.
-size_t held_back(const std::string& text, const std::vector<std::string>& stops) {
-  size_t held = 0;
-  for (const std::string& s : stops)
-    for (size_t k = std::min(s.size() - 1, text.size()); k > held; --k)
-      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-        held = k;
-        break;
-      }
-  return held;
-}
+thread_local std::shared_ptr<ServedRequest> tl_live;
 
 std::string fmt_g(double v) {
   char buf[32];
@@ -147,7 +100,7 @@ struct Server::Impl {
 
   std::mutex lives_mu;
   std::condition_variable lives_cv;
-  std::unordered_map<int64_t, std::shared_ptr<Live>> lives;
+  std::unordered_map<int64_t, std::shared_ptr<ServedRequest>> lives;
   std::atomic<int64_t> next_id{1};
   std::atomic<int64_t> n_waiting{0};
   std::atomic<int64_t> active_streams{0};
@@ -203,71 +156,36 @@ struct Server::Impl {
   double now() const { return clock.now_ms(); }
 
   // ---- engine thread ----
-  std::shared_ptr<Live> find(int64_t id) {
+  std::shared_ptr<ServedRequest> find(int64_t id) {
     std::lock_guard<std::mutex> lk(lives_mu);
     const auto it = lives.find(id);
     return it == lives.end() ? nullptr : it->second;
   }
 
   bool on_token(int64_t id, int32_t token, double t) {
-    const std::shared_ptr<Live> l = find(id);
+    const std::shared_ptr<ServedRequest> l = find(id);
     if (!l) return false;
-    std::lock_guard<std::mutex> lk(l->mu);
-    ++l->n_tokens;
     metrics.generation_tokens->Increment();
-    if (!l->req.ignore_eos && token == l->eos) {
-      l->stopped = true;
-      l->text += l->detok.finish();  // an incomplete character before EOS becomes U+FFFD
-    } else {
-      const std::string piece = l->detok.push(token);
-      l->text += piece;
-      if (!l->req.stop.empty()) {
-        // A stop string may begin in what was held back before this piece.
-        const size_t reach = piece.size() + l->max_stop;
-        const size_t from = l->text.size() > reach ? l->text.size() - reach : 0;
-        size_t cut = std::string::npos;
-        for (const std::string& s : l->req.stop) cut = std::min(cut, l->text.find(s, from));
-        if (cut != std::string::npos) {
-          l->text.resize(cut);
-          l->stopped = true;
-        }
-      }
-    }
-    if (l->req.stream) {
-      const size_t end =
-          l->stopped ? l->text.size() : l->text.size() - held_back(l->text, l->req.stop);
-      if (end > l->committed) {
-        l->deltas.push_back(l->text.substr(l->committed, end - l->committed));
-        l->committed = end;
-      }
-    }
+    std::lock_guard<std::mutex> lk(l->mu);
+    const bool more = l->take_token(token);
     l->detok_last_ms = now() - t;
     l->detok_ms += l->detok_last_ms;
     l->cv.notify_all();
-    return !l->stopped;
+    return more;
   }
 
   void on_finish(const engine::RequestTimeline& tl, bool cancelled) {
-    const std::shared_ptr<Live> l = find(tl.id);
+    const std::shared_ptr<ServedRequest> l = find(tl.id);
     if (!l) return;
     exec->erase_sampling(tl.id);
     {
       std::lock_guard<std::mutex> lk(l->mu);
       l->tl = tl;
-      l->cancelled = cancelled;
-      if (!cancelled && !l->stopped) {
-        const double t = now();
-        l->text += l->detok.finish();
-        const double d = now() - t;  // the tail's detokenization belongs to the last token
-        l->detok_ms += d;
-        l->detok_last_ms += d;
-      }
-      if (l->req.stream && l->text.size() > l->committed) {
-        l->deltas.push_back(l->text.substr(l->committed));
-        l->committed = l->text.size();
-      }
-      l->finish_reason = cancelled ? "abort" : l->stopped ? "stop" : "length";
-      l->finished = true;
+      const double t = now();
+      l->end(cancelled);
+      const double d = now() - t;  // flushing the tail belongs to the last token
+      l->detok_ms += d;
+      l->detok_last_ms += d;
       l->cv.notify_all();
     }
     if (cancelled) {
@@ -413,22 +331,7 @@ struct Server::Impl {
     return true;
   }
 
-  StageTimes stages_of(const Live& l) const {
-    const engine::RequestTimeline& tl = l.tl;
-    StageTimes s;
-    const double first = tl.token_ms.front(), last = tl.token_ms.back();
-    s.gateway_ms = (l.t_tok0 - l.t0) + (l.t_submit - l.t_tok1);
-    s.tokenize_ms = l.t_tok1 - l.t_tok0;
-    s.queue_ms = tl.first_scheduled_ms - l.t_submit;
-    s.prefill_ms = first - tl.first_scheduled_ms;
-    s.detokenize_ms = l.detok_ms;
-    s.decode_ms = (last - first) - (l.detok_ms - l.detok_last_ms);
-    s.serialize_ms = l.t_end - last - l.detok_last_ms;
-    s.total_ms = l.t_end - l.t0;
-    return s;
-  }
-
-  json usage_json(const Live& l) const {
+  json usage_json(const ServedRequest& l) const {
     return {{"prompt_tokens", l.prompt_tokens},
             {"completion_tokens", l.n_tokens},
             {"total_tokens", l.prompt_tokens + l.n_tokens}};
@@ -436,9 +339,9 @@ struct Server::Impl {
 
   // The body so far (a JSON object, dumped) closed with timings measured now: the stages end
   // when the response is serialized.
-  std::string close_with_timings(Live& l, std::string body) {
+  std::string close_with_timings(ServedRequest& l, std::string body) {
     l.t_end = now();
-    l.stages = stages_of(l);
+    l.stages = l.stage_times();
     l.answered = true;
     const engine::RequestTimeline& tl = l.tl;
     const json timings = llama_timings(l.prompt_tokens, tl.token_ms.front() - tl.first_scheduled_ms,
@@ -449,14 +352,15 @@ struct Server::Impl {
     return body;
   }
 
-  json chunk(const Live& l) const {
+  json chunk(const ServedRequest& l) const {
     return {{"id", l.object_id},
             {"object", l.req.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", l.created},
             {"model", model_id}};
   }
 
-  json choice_delta(const Live& l, const std::string& text, bool first, const json& reason) const {
+  json choice_delta(const ServedRequest& l, const std::string& text, bool first,
+                    const json& reason) const {
     if (!l.req.chat)
       return {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", reason}};
     json delta = json::object();
@@ -467,7 +371,7 @@ struct Server::Impl {
 
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     const Tokenizer& tok = model->tokenizer();
-    auto l = std::make_shared<Live>(tok);
+    auto l = std::make_shared<ServedRequest>(tok);
     l->t0 = tl_t0;
     try {
       l->req = parse_generate_request(req.body, chat, model->config().vocab_size);
@@ -578,7 +482,7 @@ struct Server::Impl {
     tl_live = l;
   }
 
-  void stream(const std::shared_ptr<Live>& l, httplib::Response& res) {
+  void stream(const std::shared_ptr<ServedRequest>& l, httplib::Response& res) {
     {
       // The status is decided by the first event: a request cancelled before its first token
       // (shutdown) is answered 503, not an empty stream.
@@ -654,7 +558,7 @@ struct Server::Impl {
         });
   }
 
-  bool client_gone(const std::shared_ptr<Live>& l) {
+  bool client_gone(const std::shared_ptr<ServedRequest>& l) {
     {
       std::lock_guard<std::mutex> lk(l->mu);
       if (l->finished || !l->cancel_reason.empty()) return false;
@@ -667,7 +571,7 @@ struct Server::Impl {
   // After the response's last byte was written (cpp-httplib's logger).
   void written(const httplib::Request& req, const httplib::Response& res) {
     metrics.http(res.status);
-    const std::shared_ptr<Live> l = std::move(tl_live);
+    const std::shared_ptr<ServedRequest> l = std::move(tl_live);
     tl_live.reset();
     if (!l || !l->answered) return;
     const double t_written = now();

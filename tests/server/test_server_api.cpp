@@ -5,9 +5,11 @@
 #include <cmath>
 #include <set>
 
+#include "model/tokenizer.hpp"
 #include "server/api.hpp"
 #include "server/chat_template.hpp"
 #include "server/gateway.hpp"
+#include "server/request.hpp"
 #include "server/server.hpp"
 #include "server/server_process.hpp"
 #include "server/serving_model.hpp"
@@ -243,6 +245,96 @@ TEST(ServerInProcess, HealthIs503UntilTheModelIsLoaded) {
   EXPECT_EQ(nlohmann::json::parse(r.body)["usage"]["completion_tokens"], 3);
   srv.drain();
   EXPECT_EQ(test::connect_to(srv.port()), -1);  // closed
+}
+
+}  // namespace
+}  // namespace latprof::server
+
+namespace latprof::server {
+namespace {
+
+TEST(ServedRequest, HeldBackIsTheLongestSuffixThatMayStartAStop) {
+  EXPECT_EQ(held_back("hello wor", {"world"}), 3u);
+  EXPECT_EQ(held_back("hello w", {"world", "xyz"}), 1u);
+  EXPECT_EQ(held_back("hello", {"world"}), 0u);
+  EXPECT_EQ(held_back("abcab", {"abcabd"}), 5u);
+  EXPECT_EQ(held_back("ab", {"b", "abc"}), 2u);  // a whole one-byte stop is never held back
+  EXPECT_EQ(held_back("", {"x"}), 0u);
+}
+
+// The engine thread's side of a request, on the synthetic tokenizer (each token a word).
+TEST(ServedRequest, StopStringsAcrossTokensEosAndTheStream) {
+  const auto tok = make_synthetic_tokenizer(256);
+  auto text_of = [&](int32_t id) { return tok->decode_token(id); };
+  // Two tokens whose texts are not empty; a stop string spanning their boundary.
+  const int32_t a = 10, b = 11, c = 12;
+  const std::string A = text_of(a), B = text_of(b);
+  ASSERT_GE(A.size(), 2u);
+  ASSERT_GE(B.size(), 1u);
+  {
+    ServedRequest r(*tok);
+    r.req.stream = true;
+    r.req.stop = {A.substr(A.size() - 1) + B.substr(0, 1)};
+    r.max_stop = 2;
+    EXPECT_TRUE(r.take_token(a));
+    ASSERT_EQ(r.deltas.size(), 1u);
+    EXPECT_EQ(r.deltas[0], A.substr(0, A.size() - 1));  // its last byte may start the stop
+    EXPECT_FALSE(r.take_token(b));                      // the stop string: ends here
+    EXPECT_EQ(r.text, A.substr(0, A.size() - 1));
+    EXPECT_EQ(r.deltas.size(), 1u);  // nothing of the stop string was ever sent
+    r.end(false);
+    EXPECT_EQ(r.finish_reason, "stop");
+    EXPECT_EQ(r.n_tokens, 2);
+  }
+  {
+    ServedRequest r(*tok);
+    r.eos = tok->eos_id();
+    ASSERT_GE(r.eos, 0);
+    EXPECT_TRUE(r.take_token(c));
+    EXPECT_FALSE(r.take_token(r.eos));
+    EXPECT_EQ(r.text, text_of(c));  // EOS adds no text
+    EXPECT_EQ(r.n_tokens, 2);       // but counts
+    r.end(false);
+    EXPECT_EQ(r.finish_reason, "stop");
+  }
+  {
+    ServedRequest r(*tok);
+    r.eos = tok->eos_id();
+    r.req.ignore_eos = true;
+    EXPECT_TRUE(r.take_token(r.eos));
+    EXPECT_TRUE(r.take_token(c));
+    r.end(false);
+    EXPECT_EQ(r.finish_reason, "length");
+    ServedRequest q(*tok);
+    q.take_token(c);
+    q.end(true);
+    EXPECT_EQ(q.finish_reason, "abort");
+  }
+}
+
+TEST(ServedRequest, StagesAddUpToTheTotal) {
+  const auto tok = make_synthetic_tokenizer(256);
+  ServedRequest r(*tok);
+  r.t0 = 1;
+  r.t_tok0 = 1.5;
+  r.t_tok1 = 1.75;
+  r.t_submit = 2;
+  r.tl.first_scheduled_ms = 3;
+  r.tl.token_ms = {10, 12, 15};
+  r.detok_ms = 0.3;
+  r.detok_last_ms = 0.1;
+  r.t_end = 16;
+  const StageTimes s = r.stage_times();
+  EXPECT_DOUBLE_EQ(s.gateway_ms, 0.75);
+  EXPECT_DOUBLE_EQ(s.tokenize_ms, 0.25);
+  EXPECT_DOUBLE_EQ(s.queue_ms, 1);
+  EXPECT_DOUBLE_EQ(s.prefill_ms, 7);
+  EXPECT_DOUBLE_EQ(s.decode_ms, 5 - 0.2);
+  EXPECT_DOUBLE_EQ(s.serialize_ms, 1 - 0.1);
+  EXPECT_DOUBLE_EQ(s.total_ms, 15);
+  EXPECT_NEAR(s.gateway_ms + s.tokenize_ms + s.queue_ms + s.prefill_ms + s.decode_ms +
+                  s.detokenize_ms + s.serialize_ms,
+              s.total_ms, 1e-12);
 }
 
 }  // namespace
