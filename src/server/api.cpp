@@ -189,6 +189,8 @@ GenerateRequest parse_generate_request(const std::string& body, bool chat, int64
     if (!r.stream) bad("stream_options", "'stream_options' is only allowed with 'stream': true");
     if (const json* u = field(*v, "include_usage"))
       r.include_usage = boolean(*u, "stream_options.include_usage");
+    if (const json* u = field(*v, "continuous_usage_stats"))
+      r.continuous_usage = boolean(*u, "stream_options.continuous_usage_stats");
   }
   return r;
 }

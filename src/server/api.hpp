@@ -47,6 +47,7 @@ struct GenerateRequest {
   bool ignore_eos = false;
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM): usage per chunk
 };
 
 // Parses a /v1/completions (chat = false) or /v1/chat/completions body. Token ids must be in

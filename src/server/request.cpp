@@ -38,7 +38,7 @@ bool ServedRequest::take_token(int32_t token) {
   if (req.stream) {
     const size_t ready = stopped ? text.size() : text.size() - held_back(text, req.stop);
     if (ready > committed) {
-      deltas.push_back(text.substr(committed, ready - committed));
+      deltas.push_back({text.substr(committed, ready - committed), n_tokens});
       committed = ready;
     }
   }
@@ -49,7 +49,7 @@ void ServedRequest::end(bool was_cancelled) {
   cancelled = was_cancelled;
   if (!cancelled && !stopped) text += detok.finish();
   if (req.stream && text.size() > committed) {
-    deltas.push_back(text.substr(committed));
+    deltas.push_back({text.substr(committed), n_tokens});
     committed = text.size();
   }
   finish_reason = cancelled ? "abort" : stopped ? "stop" : "length";

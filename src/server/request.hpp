@@ -46,9 +46,13 @@ struct ServedRequest {
   std::mutex mu;
   std::condition_variable cv;
   StreamingDetokenizer detok;
-  std::string text;                // generated text so far (cut at a stop string)
-  size_t committed = 0;            // text[0, committed) is queued or sent to the stream
-  std::deque<std::string> deltas;  // stream: text not yet written
+  std::string text;      // generated text so far (cut at a stop string)
+  size_t committed = 0;  // text[0, committed) is queued or sent to the stream
+  struct Delta {
+    std::string text;
+    int64_t tokens = 0;  // the request's tokens when it was queued (continuous usage)
+  };
+  std::deque<Delta> deltas;  // stream: text not yet written
   int64_t n_tokens = 0;
   bool stopped = false;  // EOS or a stop string
   bool finished = false, cancelled = false;

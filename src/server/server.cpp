@@ -501,7 +501,7 @@ struct Server::Impl {
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, l, first](size_t, httplib::DataSink& sink) {
-          std::deque<std::string> deltas;
+          std::deque<ServedRequest::Delta> deltas;
           bool fin = false;
           {
             std::unique_lock<std::mutex> lk(l->mu);
@@ -511,10 +511,14 @@ struct Server::Impl {
             deltas.swap(l->deltas);
             fin = l->finished;
           }
-          for (const std::string& d : deltas) {
+          for (const ServedRequest::Delta& d : deltas) {
             const double t = now();
             json c = chunk(*l);
-            c["choices"] = json::array({choice_delta(*l, d, *first, nullptr)});
+            c["choices"] = json::array({choice_delta(*l, d.text, *first, nullptr)});
+            if (l->req.continuous_usage)
+              c["usage"] = {{"prompt_tokens", l->prompt_tokens},
+                            {"completion_tokens", d.tokens},
+                            {"total_tokens", l->prompt_tokens + d.tokens}};
             *first = false;
             const std::string ev = "data: " + c.dump() + "\n\n";
             if (!sink.write(ev.data(), ev.size())) return client_gone(l);
@@ -536,6 +540,7 @@ struct Server::Impl {
           }
           json c = chunk(*l);
           c["choices"] = json::array({choice_delta(*l, "", *first, l->finish_reason)});
+          if (l->req.continuous_usage) c["usage"] = usage_json(*l);
           std::string last;
           if (l->req.include_usage) {
             json u = chunk(*l);

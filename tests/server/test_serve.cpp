@@ -186,6 +186,18 @@ TEST(Serve, StreamsCarryTheSameTokensAndTimingsInTheLastChunk) {
     expect_timings(last);
     // One chunk per token that has text: never more content chunks than tokens.
     EXPECT_LE(s.events.size() - 2, 10u);
+    // vLLM's continuous_usage_stats: each chunk says how many tokens the request has so far.
+    req["stream_options"]["continuous_usage_stats"] = true;
+    s = stream(srv.port, req, chat);
+    EXPECT_EQ(s.text, text);
+    int64_t before = 0;
+    for (size_t i = 0; i + 2 < s.events.size(); ++i) {  // the content chunks
+      const int64_t n = s.events[i]["usage"]["completion_tokens"];
+      EXPECT_GT(n, before) << i;
+      before = n;
+    }
+    EXPECT_EQ(before, 10);
+    EXPECT_EQ(s.events[s.events.size() - 2]["usage"]["completion_tokens"], 10);  // finish chunk
   }
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
 }

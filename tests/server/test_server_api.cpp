@@ -278,8 +278,8 @@ TEST(ServedRequest, StopStringsAcrossTokensEosAndTheStream) {
     r.max_stop = 2;
     EXPECT_TRUE(r.take_token(a));
     ASSERT_EQ(r.deltas.size(), 1u);
-    EXPECT_EQ(r.deltas[0], A.substr(0, A.size() - 1));  // its last byte may start the stop
-    EXPECT_FALSE(r.take_token(b));                      // the stop string: ends here
+    EXPECT_EQ(r.deltas[0].text, A.substr(0, A.size() - 1));  // its last byte may start the stop
+    EXPECT_FALSE(r.take_token(b));                           // the stop string: ends here
     EXPECT_EQ(r.text, A.substr(0, A.size() - 1));
     EXPECT_EQ(r.deltas.size(), 1u);  // nothing of the stop string was ever sent
     r.end(false);
