@@ -135,6 +135,8 @@ void Engine::enqueue(int64_t id, std::vector<int32_t> prompt, int64_t max_tokens
   sched_.check_admissible(int64_t(prompt.size()), max_tokens);  // reads constants only
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (!failure_.empty()) throw std::runtime_error("the engine failed: " + failure_);
+    if (stopping_) throw std::runtime_error("the engine is shut down");
     inbox_.push_back({id, std::move(prompt), max_tokens, clock_.now_ms()});
   }
   cv_.notify_one();
@@ -164,7 +166,46 @@ void Engine::publish_counts() {
   free_blocks_ = pool_.num_free();
 }
 
+std::string Engine::failure() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return failure_;
+}
+
 void Engine::online_loop() {
+  try {
+    online_steps();
+  } catch (const std::exception& e) {
+    // A step failed (a backend error, a broken invariant): enqueue() refuses from now on and
+    // every request left is cancelled, so nobody waits for it forever.
+    std::vector<Pending> arrived;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      failure_ = e.what();
+      stopping_ = true;
+      arrived.swap(inbox_);
+    }
+    for (const Pending& p : arrived) {
+      RequestTimeline& t = timelines_[p.id];
+      t.id = p.id;
+      t.input_tokens = int64_t(p.prompt.size());
+      t.output_tokens = p.max_tokens;
+      t.arrival_ms = p.arrival_ms;
+    }
+    for (auto& [id, t] : timelines_) {
+      try {
+        sched_.abort(id);
+      } catch (const std::exception&) {
+        // the scheduler's state is what failed: its blocks go with the engine
+      }
+      t.finished_ms = clock_.now_ms();
+      if (hooks_.finish) hooks_.finish(t, true);
+    }
+    timelines_.clear();
+    publish_counts();
+  }
+}
+
+void Engine::online_steps() {
   // Ends a request that has not finished: out of the scheduler (blocks freed), then finish().
   auto end_request = [&](int64_t id, bool cancelled) {
     const auto it = timelines_.find(id);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -92,7 +93,8 @@ class Engine {
   // Starts the loop thread. Not with run() or submit().
   void start(OnlineHooks hooks);
   // Thread-safe: queues a request now. Throws UsageError (nothing queued) when it could never
-  // run; ids must be unique over the engine's life.
+  // run, std::runtime_error once the engine has failed or shut down; ids must be unique over
+  // the engine's life.
   void enqueue(int64_t id, std::vector<int32_t> prompt, int64_t max_tokens);
   // Thread-safe: cancels a request between steps (its blocks freed, finish(cancelled) called).
   // An unknown or finished id is ignored.
@@ -109,6 +111,9 @@ class Engine {
   double online_kv_usage() const { return kv_usage_.load(); }
   int64_t online_steps() const { return n_steps_.load(); }
   int64_t online_free_blocks() const { return free_blocks_.load(); }
+  // Thread-safe: why the loop stopped on an exception from a step ("" while it has not); every
+  // request it held was cancelled.
+  std::string failure() const;
 
   const std::vector<StepRecord>& steps() const { return steps_; }
   const std::map<int64_t, RequestTimeline>& timelines() const { return timelines_; }
@@ -127,6 +132,7 @@ class Engine {
   StepRecord step(double now, const std::function<void(int64_t, int32_t)>& deliver,
                   std::vector<int64_t>& done);
   void online_loop();
+  void online_steps();
   void publish_counts();
   void fill_counts(StepRecord& rec) const;  // KV use, waiting and running after the step
   int64_t step_count_ = 0;
@@ -142,8 +148,9 @@ class Engine {
   // Online mode: the loop thread and its inbox (guarded by mu_).
   OnlineHooks hooks_;
   std::thread thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::string failure_;
   std::vector<Pending> inbox_;
   std::vector<int64_t> cancels_;
   bool stopping_ = false;

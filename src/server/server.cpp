@@ -180,6 +180,8 @@ struct Server::Impl {
     exec->erase_sampling(tl.id);
     {
       std::lock_guard<std::mutex> lk(l->mu);
+      if (cancelled && l->cancel_reason.empty() && !engine->failure().empty())
+        l->cancel_reason = "engine_failed";
       l->tl = tl;
       const double t = now();
       l->end(cancelled);
@@ -246,6 +248,21 @@ struct Server::Impl {
     res.status = e.status;
     res.set_content(e.body().dump(), "application/json");
     metrics.rejected(reason);
+  }
+
+  // Why a request that was handed to the engine ended without finishing (it is counted in
+  // request_cancelled_total, not as a refusal).
+  ApiError cancelled_error(const ServedRequest& l) const {
+    if (l.cancel_reason == "engine_failed")
+      return ApiError(503, "the request was cancelled: an engine step failed: " + engine->failure(),
+                      "", "server_error", "engine_unavailable");
+    return ApiError(503, "the request was cancelled: the server is shutting down", "",
+                    "server_shutting_down", "shutting_down");
+  }
+  void reply_cancelled(httplib::Response& res, const ServedRequest& l) const {
+    const ApiError e = cancelled_error(l);
+    res.status = e.status;
+    res.set_content(e.body().dump(), "application/json");
   }
 
   // Before the body is read: the request's clock starts, and a form-encoded type is set to JSON.
@@ -440,27 +457,29 @@ struct Server::Impl {
     l->t_submit = now();
     try {
       engine->enqueue(l->id, std::move(ids), max_tokens);
-    } catch (const UsageError& e) {
+    } catch (const std::exception& e) {
       exec->erase_sampling(l->id);
       --n_waiting;
       {
         std::lock_guard<std::mutex> lk(lives_mu);
         lives.erase(l->id);
       }
-      return reply_error(
-          res,
-          ApiError(400, e.what(), "max_tokens", "invalid_request_error", "context_length_exceeded"),
-          "context_length");
+      if (dynamic_cast<const UsageError*>(&e))  // it could never fit the KV pool
+        return reply_error(res,
+                           ApiError(400, e.what(), "max_tokens", "invalid_request_error",
+                                    "context_length_exceeded"),
+                           "context_length");
+      // The engine failed (see /health) or has shut down.
+      return reply_error(res,
+                         ApiError(503, std::string("the engine cannot take requests: ") + e.what(),
+                                  "", "server_error", "engine_unavailable"),
+                         "engine_unavailable");
     }
     if (g.stream) return stream(l, res);
 
     std::unique_lock<std::mutex> lk(l->mu);
     l->cv.wait(lk, [&] { return l->finished; });
-    if (l->cancelled)
-      return reply_error(res,
-                         ApiError(503, "the request was cancelled: the server is shutting down", "",
-                                  "server_shutting_down", "shutting_down"),
-                         "draining");
+    if (l->cancelled) return reply_cancelled(res, *l);
     json body = {{"id", l->object_id},
                  {"object", chat ? "chat.completion" : "text_completion"},
                  {"created", l->created},
@@ -488,11 +507,7 @@ struct Server::Impl {
       // (shutdown) is answered 503, not an empty stream.
       std::unique_lock<std::mutex> lk(l->mu);
       l->cv.wait(lk, [&] { return l->finished || l->n_tokens > 0; });
-      if (l->finished && l->cancelled)
-        return reply_error(res,
-                           ApiError(503, "the request was cancelled: the server is shutting down",
-                                    "", "server_shutting_down", "shutting_down"),
-                           "draining");
+      if (l->finished && l->cancelled) return reply_cancelled(res, *l);
     }
     ++active_streams;
     tl_live = l;
@@ -526,14 +541,9 @@ struct Server::Impl {
           }
           if (!fin) return true;
           if (l->cancelled) {
-            // Cancelled while streaming (drain timeout): an error event ends the stream.
+            // Cancelled while streaming (drain timeout, engine failure): an error event ends it.
             const std::string ev =
-                "data: " +
-                ApiError(503, "the request was cancelled: the server is shutting down", "",
-                         "server_shutting_down", "shutting_down")
-                    .body()
-                    .dump() +
-                "\n\ndata: [DONE]\n\n";
+                "data: " + cancelled_error(*l).body().dump() + "\n\ndata: [DONE]\n\n";
             sink.write(ev.data(), ev.size());
             sink.done();
             return true;
@@ -677,9 +687,15 @@ struct Server::Impl {
         });
     http->Get("/health", [this](const httplib::Request& q, httplib::Response& r) {
       if (!admit(q, r, false)) return;
-      const char* status = draining ? "draining" : ready ? "ok" : "loading";
-      r.status = draining || !ready ? 503 : 200;
-      r.set_content(json{{"status", status}}.dump(), "application/json");
+      const std::string failure = ready ? engine->failure() : "";
+      const char* status = !failure.empty() ? "failed"
+                           : draining       ? "draining"
+                           : ready          ? "ok"
+                                            : "loading";
+      json body = {{"status", status}};
+      if (!failure.empty()) body["error"] = failure;  // a step threw; every request is refused
+      r.status = std::string(status) == "ok" ? 200 : 503;
+      r.set_content(body.dump(), "application/json");
     });
     http->Get("/metrics", [this](const httplib::Request& q, httplib::Response& r) {
       if (!admit(q, r, false)) return;

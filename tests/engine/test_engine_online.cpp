@@ -206,3 +206,49 @@ TEST(EngineOnline, RefusesWhatCouldNeverRunWithoutQueueing) {
 
 }  // namespace
 }  // namespace latprof::engine
+
+namespace latprof::engine {
+namespace {
+
+// An executor that fails on its third step, as a backend error would.
+class FailingExecutor : public Executor {
+ public:
+  std::vector<int32_t> execute(const StepBatch& b) override {
+    if (++steps_ == 3) throw std::runtime_error("device lost");
+    return std::vector<int32_t>(b.logits_rows.size(), 7);
+  }
+
+ private:
+  int steps_ = 0;
+};
+
+TEST(EngineOnline, AFailedStepCancelsEveryRequestAndRefusesNewOnes) {
+  BlockPool pool(64, 4);
+  FailingExecutor ex;
+  Engine eng(config(), pool, ex, Clock::steady());
+  Seen seen;
+  seen.expected = 2;
+  auto done = seen.all_done.get_future();
+  eng.start(seen.hooks());
+  eng.enqueue(0, prompt(8, 1), 20);
+  eng.enqueue(1, prompt(8, 2), 20);
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_TRUE(seen.cancelled[0]);
+  EXPECT_TRUE(seen.cancelled[1]);
+  EXPECT_EQ(eng.failure(), "device lost");
+  EXPECT_THROW(eng.enqueue(2, prompt(8, 3), 4), std::runtime_error);
+  eng.shutdown();
+}
+
+TEST(EngineOnline, EnqueueAfterShutdownThrows) {
+  BlockPool pool(64, 4);
+  FakeExecutor ex;
+  Engine eng(config(), pool, ex, Clock::steady());
+  eng.start({});
+  eng.shutdown();
+  EXPECT_THROW(eng.enqueue(0, prompt(8, 1), 4), std::runtime_error);
+  EXPECT_EQ(eng.failure(), "");
+}
+
+}  // namespace
+}  // namespace latprof::engine
