@@ -66,8 +66,9 @@ bool ConnectionPool::take_first_request() {
   return f;
 }
 
-ConnectionPool::ConnectionPool(size_t threads, size_t backlog, std::function<double()> now_ms)
-    : now_ms_(std::move(now_ms)), backlog_(backlog) {
+ConnectionPool::ConnectionPool(size_t threads, size_t backlog, std::function<double()> now_ms,
+                               std::function<void(double)> waited)
+    : now_ms_(std::move(now_ms)), waited_(std::move(waited)), backlog_(backlog) {
   for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(false); });
   threads_.emplace_back([this] { work(true); });
 }
@@ -126,6 +127,7 @@ void ConnectionPool::work(bool refuser) {
     }
     tl_accepted_ms = t.accepted_ms;
     tl_first_request = true;
+    if (waited_ && !refuser) waited_(now_ms_() - t.accepted_ms);
     t.fn();
   }
 }

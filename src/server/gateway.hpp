@@ -46,7 +46,10 @@ class RateLimiter {
 // its connection was accepted (accepted_ms()), so the wait for a thread is counted.
 class ConnectionPool : public httplib::TaskQueue {
  public:
-  ConnectionPool(size_t threads, size_t backlog, std::function<double()> now_ms);
+  // waited(ms): called on the connection thread as it takes a connection, with how long the
+  // connection waited for a thread since it was accepted.
+  ConnectionPool(size_t threads, size_t backlog, std::function<double()> now_ms,
+                 std::function<void(double)> waited = nullptr);
   ~ConnectionPool() override;
   void enqueue(std::function<void()> fn) override;
   void shutdown() override;
@@ -68,6 +71,7 @@ class ConnectionPool : public httplib::TaskQueue {
   void work(bool refuser);
 
   std::function<double()> now_ms_;
+  std::function<void(double)> waited_;
   size_t backlog_;
   mutable std::mutex mu_;
   std::condition_variable cv_, refuse_cv_;

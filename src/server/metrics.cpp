@@ -55,6 +55,8 @@ Metrics::Metrics() : reg_(std::make_shared<prometheus::Registry>()) {
   detokenize = hist("request_detokenize_time_seconds", "Detokenization of the output tokens");
   serialize = hist("request_serialize_time_seconds",
                    "Last token to the response (or final chunk) serialized");
+  connection_wait =
+      hist("connection_wait_seconds", "An accepted connection's wait for a connection thread");
   prompt_tokens_hist = hist("request_prompt_tokens", "Prompt tokens per request", kTokens);
   generation_tokens_hist =
       hist("request_generation_tokens", "Generated tokens per request", kTokens);

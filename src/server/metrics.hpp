@@ -19,8 +19,8 @@ class Metrics {
 
   // Histograms, seconds unless said.
   prometheus::Histogram *ttft, *itl, *e2e, *queue, *prefill, *decode, *inference, *gateway,
-      *tokenize, *detokenize, *serialize, *prompt_tokens_hist, *generation_tokens_hist,
-      *iteration_tokens;
+      *tokenize, *detokenize, *serialize, *connection_wait, *prompt_tokens_hist,
+      *generation_tokens_hist, *iteration_tokens;
   prometheus::Gauge *running, *waiting, *kv_usage;
   prometheus::Counter *prompt_tokens, *generation_tokens, *preemptions, *steps;
 

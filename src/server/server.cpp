@@ -638,8 +638,9 @@ struct Server::Impl {
 
   void routes() {
     http->new_task_queue = [this] {
-      conns = new ConnectionPool(size_t(opt.max_connections), size_t(opt.connection_backlog),
-                                 [this] { return now(); });
+      conns = new ConnectionPool(
+          size_t(opt.max_connections), size_t(opt.connection_backlog), [this] { return now(); },
+          [this](double ms) { metrics.connection_wait->Observe(ms / 1e3); });
       return conns;
     };
     http->set_read_timeout(time_t(opt.read_timeout_s), 0);

@@ -590,6 +590,8 @@ TEST(Serve, MetricsCountTheRequestsSent) {
   EXPECT_EQ(metric(m, "latprof:time_to_first_token_seconds_count"), n + 1);
   EXPECT_EQ(metric(m, "latprof:inter_token_latency_seconds_count"), generated - (n + 1));
   EXPECT_EQ(metric(m, "latprof:request_queue_time_seconds_count"), n + 1);
+  // Every request came on a connection of its own, each counted once it had a thread.
+  EXPECT_GE(metric(m, "latprof:connection_wait_seconds_count"), n + 1);
   EXPECT_EQ(metric(m, "latprof:num_requests_running"), 0);
   EXPECT_EQ(metric(m, "latprof:num_requests_waiting"), 0);
   EXPECT_GE(metric(m, "latprof:engine_steps_total"), double(generated - (n + 1)));
