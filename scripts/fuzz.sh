@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets and runs each for N seconds (default 20) on a copy of its seed
 # corpus: the GGUF and safetensors parsers (tests/corpus/), and the JSON readers (the model config,
-# the hardware file, the run report / prediction with its chart; tests/corpus_json/<kind>/).
+# the hardware file, the run report / prediction with its chart, latprof serve's request bodies;
+# tests/corpus_json/<kind>/).
 #   scripts/fuzz.sh [SECONDS] [TARGET...]   env: FUZZ_OUT (build dir, default build-fuzz),
 #                                           CXX (clang++); TARGET: gguf safetensors config
-#                                           hardware report (default: all)
+#                                           hardware report request (default: all)
 set -euo pipefail
 secs="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(gguf safetensors config hardware report)
+[ ${#targets[@]} -eq 0 ] && targets=(gguf safetensors config hardware report request)
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${FUZZ_OUT:-$root/build-fuzz}"
 cxx="${CXX:-clang++}"
@@ -46,6 +47,8 @@ sources_for() {
                  "$s/roofline/ceilings.cpp $s/model/cost_model.cpp $s/core/format.cpp" \
                  "$s/core/input_file.cpp $s/core/path_checks.cpp $s/model/config.cpp" \
                  "$s/core/utf8.cpp $root/tests/fuzz/fuzz_stubs.cpp" ;;
+    request) echo "$s/server/api.cpp $s/server/chat_template.cpp $s/model/gguf.cpp" \
+                  "$s/model/mmap_file.cpp" ;;
     *) echo "fuzz.sh: unknown target $1" >&2; exit 2 ;;
   esac
 }

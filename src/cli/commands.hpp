@@ -20,5 +20,6 @@ CommandFn add_check_command(CLI::App& app);     // cmd_check.cpp
 CommandFn add_plot_command(CLI::App& app);      // cmd_plot.cpp
 CommandFn add_compare_command(CLI::App& app);   // cmd_compare.cpp
 CommandFn add_schema_command(CLI::App& app);    // cmd_schema.cpp
+CommandFn add_serve_command(CLI::App& app);     // cmd_serve.cpp
 
 }  // namespace latprof::cli

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   add(cli::add_plot_command(app));
   add(cli::add_compare_command(app));
   add(cli::add_schema_command(app));
+  add(cli::add_serve_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

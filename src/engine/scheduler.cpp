@@ -59,6 +59,19 @@ void Scheduler::forget(int64_t id) {
   if (it != requests_.end() && it->second.finished()) requests_.erase(it);
 }
 
+bool Scheduler::abort(int64_t id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end() || it->second.finished()) return false;
+  Request& r = it->second;
+  pool_.release(r.blocks);
+  if (r.state == RequestState::running)
+    running_.erase(std::find(running_.begin(), running_.end(), id));
+  else
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
+  requests_.erase(it);
+  return true;
+}
+
 bool Scheduler::reserve(Request& r, int64_t n) {
   const int64_t need = pool_.blocks_for(r.num_computed + n) - int64_t(r.blocks.size());
   return need <= 0 || pool_.allocate(need, r.blocks);

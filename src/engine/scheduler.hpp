@@ -114,6 +114,10 @@ class Scheduler {
   const SchedulerConfig& config() const { return cfg_; }
   // Drops finished requests' records (they keep no blocks).
   void forget(int64_t id);
+  // Drops a waiting or running request that has not finished (cancelled, or stopped early at
+  // EOS or a stop string): its blocks return to the pool and its record goes. Only between
+  // steps (after complete()). Returns false when the id is unknown or already finished.
+  bool abort(int64_t id);
 
  private:
   // Gives r blocks for positions up to num_computed + n; false when the pool has too few.
