@@ -3,7 +3,7 @@
 # The CUDA toolkit is optional: when nvcc is on PATH (or at /usr/local/cuda) the CUDA backend is
 # built too; without it latprof builds and runs on the CPU.
 set -euo pipefail
-packages=(build-essential cmake git pkg-config libcli11-dev nlohmann-json3-dev libgtest-dev
+packages=(build-essential cmake git pkg-config libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libgtest-dev
           libgmock-dev libbenchmark-dev clang-format python3 python3-numpy chromium clang)
 missing=()
 for p in "${packages[@]}"; do

@@ -20,5 +20,7 @@ CommandFn add_check_command(CLI::App& app);     // cmd_check.cpp
 CommandFn add_plot_command(CLI::App& app);      // cmd_plot.cpp
 CommandFn add_compare_command(CLI::App& app);   // cmd_compare.cpp
 CommandFn add_schema_command(CLI::App& app);    // cmd_schema.cpp
+// cmd_load.cpp; argv: the whole command line, recorded in the report.
+CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv);
 
 }  // namespace latprof::cli

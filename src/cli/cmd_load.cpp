@@ -1,0 +1,99 @@
+// latprof load: profile any OpenAI-compatible endpoint under load (README: "latprof load").
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/utf8.hpp"
+#include "load/load.hpp"
+
+namespace latprof::cli {
+
+CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
+  auto o = std::make_shared<load::LoadOptions>();
+  for (std::string& a : argv) a = utf8_sanitize(a);
+  o->argv = std::move(argv);
+  auto json_path = std::make_shared<std::string>();
+  auto csv_path = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "load",
+      "Profile an OpenAI-compatible endpoint under load: TTFT, TPOT, ITL, E2E from the client, "
+      "the client's own queue, and the request chain joined with the server's own timings");
+  sub->add_option("--url", o->url, "The server, http://HOST:PORT (a trailing /v1 is accepted)")
+      ->required();
+  sub->add_option("--api-key", o->api_key, "Sent as 'Authorization: Bearer KEY'");
+  sub->add_option("--model", o->model,
+                  "The API's model name (default: the first id of GET /v1/models)");
+  sub->add_option("--endpoint", o->endpoint, "completions (token-id prompts) or chat")
+      ->capture_default_str();
+  sub->add_option("--input,-i", o->input,
+                  "Prompt tokens per request: N, uniform:LO:HI or normal:MEAN:STDDEV")
+      ->capture_default_str();
+  sub->add_option("--output,-o", o->output,
+                  "Tokens generated per request (max_tokens with ignore_eos): N or a distribution")
+      ->capture_default_str();
+  sub->add_option("--rate", o->rate,
+                  "Open loop: requests per second (or inf); a list such as 1,2,4 sweeps");
+  sub->add_option("--arrival", o->arrival, "Open loop arrivals: poisson, gamma or constant")
+      ->capture_default_str();
+  sub->add_option("--burstiness", o->burstiness,
+                  "Gamma arrivals' shape (1 is Poisson, below 1 burstier)")
+      ->capture_default_str();
+  sub->add_option("--concurrency", o->concurrency,
+                  "Closed loop: requests in flight (default 1); a list such as 1,2,4 sweeps");
+  sub->add_option("--max-concurrency", o->max_concurrency,
+                  "Open loop: at most this many in flight; the wait for a slot is client_queue_ms");
+  sub->add_option("--requests,-n", o->requests,
+                  "Measured requests per point (default 100; unbounded with --duration)");
+  sub->add_option("--duration", o->duration_s, "Stop sending new requests after this many seconds");
+  sub->add_option("--ramp-up", o->ramp_up_s,
+                  "Closed loop: start the slots evenly over this many seconds");
+  sub->add_option("--warmup", o->warmup, "Requests sent first and left out of the figures")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the prompts, lengths and arrival times")
+      ->check(
+          [](const std::string& v) {
+            return v.starts_with("-") ? "must be an integer >= 0 (got " + v + ")" : std::string();
+          },
+          "SEED >= 0")
+      ->capture_default_str();
+  sub->add_option("--request-timeout", o->request_timeout_s,
+                  "Seconds before a request is abandoned (counted as a timeout)")
+      ->capture_default_str();
+  sub->add_option("--slo", o->slo, "Thresholds for goodput, e.g. ttft:500ms,tpot:50ms");
+  sub->add_flag(
+      "--find-max-rate", o->find_max_rate,
+      "Find by bisection the highest rate meeting --slo for --slo-attainment of requests");
+  sub->add_option("--slo-attainment", o->slo_attainment,
+                  "With --find-max-rate: the share of requests that must meet the SLO")
+      ->capture_default_str();
+  sub->add_option("--rate-range", o->rate_range, "With --find-max-rate: LO:HI requests per second")
+      ->capture_default_str();
+  sub->add_option("--dataset", o->dataset,
+                  "JSON Lines of {input_tokens|prompt, output_tokens[, arrival_ms]}");
+  sub->add_option("--trace-replay", o->trace,
+                  "Replay a trace: Mooncake JSONL (timestamp, input_length, output_length) or "
+                  "Azure CSV (TIMESTAMP, ContextTokens, GeneratedTokens)");
+  sub->add_option("--json", *json_path, "Write the report as JSON");
+  sub->add_option("--csv", *csv_path, "Write one CSV row per request");
+  sub->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
+  return [=]() -> int {
+    for (const auto& [flag, path] :
+         {std::pair<const char*, std::string>{"--json", *json_path}, {"--csv", *csv_path}})
+      if (!path.empty()) check_writable(path, flag);
+    check_distinct_outputs({{"--json", *json_path}, {"--csv", *csv_path}});
+    std::vector<std::string> inputs;
+    if (!o->dataset.empty()) inputs.push_back(o->dataset);
+    if (!o->trace.empty()) inputs.push_back(o->trace);
+    if (!json_path->empty()) check_not_an_input(*json_path, "--json", inputs);
+    if (!csv_path->empty()) check_not_an_input(*csv_path, "--csv", inputs);
+    const load::LoadOutput out = load::run_load_command(*o);
+    if (!o->quiet) std::fputs(out.text.c_str(), stdout);
+    if (!json_path->empty()) write_file_atomic(*json_path, out.report.dump(2) + "\n");
+    if (!csv_path->empty()) write_file_atomic(*csv_path, out.csv);
+    return 0;
+  };
+}
+
+}  // namespace latprof::cli

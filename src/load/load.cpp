@@ -1,0 +1,454 @@
+#include "load/load.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/workload.hpp"
+#include "latprof/build_info.hpp"
+#include "load/client.hpp"
+#include "load/load_report.hpp"
+#include "load/openai.hpp"
+#include "load/traces.hpp"
+
+namespace latprof::load {
+
+namespace {
+
+constexpr int64_t kDefaultRequests = 100;
+constexpr int64_t kMaxTokens = int64_t(1) << 20;  // as latprof run: 1 to 2^20 per request
+constexpr int64_t kMaxDatasetEntries = 10'000'000;
+// Synthetic prompt token ids: 10..255 exist in every vocabulary (byte tokens in Llama's, all of
+// the tiny test model's 256) and no server treats them as special; random ids from 246 make
+// two prompts share no prefix block.
+constexpr int32_t kFirstId = 10, kLastId = 255;
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  if (!s.empty() && s.back() == ',') out.push_back("");
+  return out;
+}
+
+std::string utc_now_iso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Words for chat prompts: common English words that Llama-style tokenizers keep whole, so that
+// N words are close to N tokens (usage.prompt_tokens tells the real count).
+const char* const kWords[] = {
+    "time",    "year",    "people",   "way",    "day",    "man",    "thing",   "woman",
+    "life",    "child",   "world",    "school", "state",  "family", "student", "group",
+    "country", "problem", "hand",     "part",   "place",  "case",   "week",    "company",
+    "system",  "program", "question", "work",   "number", "night",  "point",   "home",
+    "water",   "room",    "mother",   "area",   "money",  "story",  "fact",    "month",
+    "lot",     "right",   "study",    "book",   "eye",    "job",    "word",    "business"};
+
+// Everything a request body depends on; bodies are built when each request is sent.
+struct Prompts {
+  Endpoint endpoint = Endpoint::completions;
+  std::string model;
+  workload::LengthDist input, output;
+  std::vector<workload::DatasetEntry> dataset;  // when non-empty: request i uses entry i % size
+  uint64_t seed = 0;
+
+  std::string body(int64_t index, int64_t& in, int64_t& out) const {
+    // One generator per request, from the seed and the index: request i's prompt does not
+    // depend on the order requests were sent in.
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + uint64_t(index) + 1);
+    Prompt p;
+    if (!dataset.empty()) {
+      const auto& e = dataset[size_t(index) % dataset.size()];
+      out = e.output_tokens;
+      in = e.input_tokens;  // 0 for a text prompt: its length is the server's to tell
+      p.text = e.prompt;
+    } else {
+      in = input.sample(rng, kMaxTokens);
+      out = output.sample(rng, kMaxTokens);
+    }
+    if (p.text.empty()) {
+      if (endpoint == Endpoint::chat) {
+        std::uniform_int_distribution<size_t> w(0, std::size(kWords) - 1);
+        p.text = "request " + std::to_string(index);  // differs from the first words on
+        for (int64_t i = 2; i < in; ++i) p.text.append(" ").append(kWords[w(rng)]);
+      } else {
+        std::uniform_int_distribution<int32_t> id(kFirstId, kLastId);
+        p.token_ids.resize(size_t(in));
+        for (auto& t : p.token_ids) t = id(rng);
+      }
+    }
+    return request_body(endpoint, model, p, out, true);
+  }
+};
+
+// The arrival times of an open loop at `rate`: `n` of them, or (n unbounded) enough to cover
+// `duration_ms` (the same seed gives the same prefix, so the list is grown by doubling).
+std::vector<double> open_arrivals(int64_t n, double duration_ms, double rate,
+                                  workload::Arrival kind, double burstiness, uint64_t seed) {
+  if (n != std::numeric_limits<int64_t>::max())
+    return workload::arrival_times(n, rate, kind, burstiness, seed);
+  if (std::isinf(rate))
+    usage_error(
+        "--rate inf with --duration and no --requests would send without end; give "
+        "--requests N");
+  int64_t m = std::max<int64_t>(64, int64_t(rate * duration_ms / 1e3 * 1.2) + 64);
+  for (;;) {
+    auto t = workload::arrival_times(m, rate, kind, burstiness, seed);
+    if (t.back() >= duration_ms) return t;
+    if (m > kMaxDatasetEntries)
+      usage_error("--rate x --duration asks for over 10 million requests");
+    m *= 2;
+  }
+}
+
+struct Point {
+  std::optional<double> rate;
+  std::optional<int64_t> concurrency;
+};
+
+struct Setup {
+  ClientOptions client;
+  Prompts prompts;
+  workload::Slo slo;
+  workload::Arrival arrival = workload::Arrival::poisson;
+  std::vector<double> trace_arrivals_ms;  // replay: when non-empty, the arrivals
+  int64_t requests = kDefaultRequests;
+  double duration_ms = std::numeric_limits<double>::infinity();
+};
+
+RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const Point& pt) {
+  auto make = [&s](int64_t offset) {
+    return [&s, offset](int64_t i, int64_t& in, int64_t& out) {
+      return s.prompts.body(i + offset, in, out);
+    };
+  };
+  if (o.warmup > 0) {  // excluded from the figures; prompts of their own
+    LoadPlan w;
+    w.concurrency = pt.concurrency          ? std::min(*pt.concurrency, o.warmup)
+                    : o.max_concurrency > 0 ? std::min(o.max_concurrency, o.warmup)
+                                            : o.warmup;
+    w.max_requests = o.warmup;
+    w.make_body = make(int64_t(1) << 40);
+    client.run(w);
+  }
+  LoadPlan p;
+  p.make_body = make(0);
+  p.max_requests = s.requests;
+  p.duration_ms = s.duration_ms;
+  if (!s.trace_arrivals_ms.empty()) {
+    p.arrivals_ms = s.trace_arrivals_ms;
+    p.max_in_flight = o.max_concurrency;
+  } else if (pt.rate) {
+    p.arrivals_ms =
+        open_arrivals(s.requests, s.duration_ms, *pt.rate, s.arrival, o.burstiness, o.seed);
+    p.max_in_flight = o.max_concurrency;
+  } else {
+    p.concurrency = *pt.concurrency;
+    if (o.ramp_up_s > 0) p.ramp_up_ms = o.ramp_up_s * 1e3;
+  }
+  return client.run(p);
+}
+
+nlohmann::json point_json(const RunResult& r, const workload::Slo& slo) {
+  nlohmann::json reqs = nlohmann::json::array();
+  for (const auto& q : r.requests) reqs.push_back(load_request_to_json(q, slo));
+  return {{"requests", std::move(reqs)},
+          {"summary", load_summary_to_json(r, slo)},
+          {"notes", load_notes(r)}};
+}
+
+std::string pct_row(const char* label, const nlohmann::json& d) {
+  char buf[160];
+  if (d.is_null()) {
+    std::snprintf(buf, sizeof buf, "  %-22s %9s\n", label, "-");
+  } else {
+    std::snprintf(buf, sizeof buf, "  %-22s %9.2f %9.2f %9.2f %9.2f %9.2f\n", label,
+                  d["mean"].get<double>(), d["p50"].get<double>(), d["p90"].get<double>(),
+                  d["p99"].get<double>(), d["max"].get<double>());
+  }
+  return buf;
+}
+
+std::string point_text(const std::string& title, const nlohmann::json& pj) {
+  const nlohmann::json& s = pj["summary"];
+  std::ostringstream o;
+  o << title << "\n";
+  o << "  requests: " << s["requests"].get<int64_t>() << " ok, " << s["requests_failed"]
+    << " failed";
+  if (!s["errors"].empty()) {
+    o << " (";
+    bool first = true;
+    for (auto& [k, v] : s["errors"].items()) {
+      o << (first ? "" : ", ") << k << " " << v;
+      first = false;
+    }
+    o << ")";
+  }
+  o << "; busy " << fmt_fixed(s["duration_s"].get<double>(), 2) << " s, wall "
+    << fmt_fixed(s["wall_s"].get<double>(), 2) << " s\n";
+  o << "  " << std::string(22, ' ') << "      mean       p50       p90       p99       max\n";
+  o << pct_row("TTFT (ms)", s["ttft_ms"]) << pct_row("TPOT (ms)", s["tpot_ms"])
+    << pct_row("ITL (ms)", s["itl_ms"]) << pct_row("E2E (ms)", s["e2e_ms"])
+    << pct_row("client queue (ms)", s["client_queue_ms"])
+    << pct_row("TTFT from intended (ms)", s["ttft_from_intended_ms"])
+    << pct_row("server queue (ms)", s["queue_ms"]);
+  o << "  throughput: " << fmt_fixed(s["request_throughput"].get<double>(), 2) << " req/s, "
+    << fmt_fixed(s["output_tokens_per_s"].get<double>(), 1) << " output tokens/s while busy ("
+    << fmt_fixed(s["output_tokens_per_s_wall"].get<double>(), 1) << " over the wall time)";
+  if (!s["slo"].is_null())
+    o << "; goodput " << fmt_fixed(s["goodput"].get<double>(), 2) << " req/s, SLO "
+      << s["slo"].get<std::string>() << " met by " << fmt_pct(s["slo_attainment"].get<double>());
+  o << "\n  chain p50 (ms):";
+  for (auto& [k, v] : s["chain_ms"].items())
+    if (!v.is_null()) o << " " << k << " " << fmt_fixed(v["p50"].get<double>(), 2);
+  o << "\n";
+  const auto& c = s["client"];
+  o << "  client: " << fmt_fixed(c["cpu_ms"].get<double>(), 1) << " ms CPU";
+  if (!c["cpu_us_per_token"].is_null())
+    o << ", " << fmt_fixed(c["cpu_us_per_token"].get<double>(), 2) << " us per token";
+  o << ", at most " << c["max_in_flight"] << " in flight\n";
+  for (const auto& n : pj["notes"]) o << "  note: " << n.get<std::string>() << "\n";
+  return o.str();
+}
+
+}  // namespace
+
+LoadOutput run_load_command(const LoadOptions& o) {
+  Setup s;
+  // ---- flags ----
+  const std::string base = normalize_base_url(o.url, "--url");
+  s.client.endpoint = parse_endpoint(o.endpoint);
+  s.client.url = base + endpoint_path(s.client.endpoint);
+  s.client.api_key = o.api_key;
+  if (!(o.request_timeout_s > 0) || !std::isfinite(o.request_timeout_s))
+    usage_error("--request-timeout must be a positive number of seconds");
+  s.client.request_timeout_s = o.request_timeout_s;
+  s.arrival = workload::parse_arrival(o.arrival);
+  if (!(o.burstiness > 0) || !std::isfinite(o.burstiness))
+    usage_error("--burstiness must be a positive number (1 is Poisson, below 1 burstier)");
+  if (o.burstiness != 1 && s.arrival != workload::Arrival::gamma)
+    usage_error("--burstiness applies to --arrival gamma only");
+  if (o.requests < 0) usage_error("--requests must be >= 1");
+  if (o.warmup < 0) usage_error("--warmup must be >= 0");
+  if (o.max_concurrency < 0) usage_error("--max-concurrency must be >= 1");
+  if (!(o.duration_s >= 0) || !std::isfinite(o.duration_s))
+    usage_error("--duration must be a number of seconds > 0");
+  if (!(o.ramp_up_s >= 0) || !std::isfinite(o.ramp_up_s))
+    usage_error("--ramp-up must be a number of seconds >= 0");
+  if (o.duration_s > 0) s.duration_ms = o.duration_s * 1e3;
+  s.requests = o.requests > 0     ? o.requests
+               : o.duration_s > 0 ? std::numeric_limits<int64_t>::max()
+                                  : kDefaultRequests;
+  if (!o.slo.empty()) s.slo = workload::Slo::parse(o.slo);
+  s.prompts.endpoint = s.client.endpoint;
+  s.prompts.seed = o.seed;
+  s.prompts.input = workload::LengthDist::parse(o.input, "--input");
+  s.prompts.output = workload::LengthDist::parse(o.output, "--output");
+  if (s.prompts.input.upper() > kMaxTokens || s.prompts.output.upper() > kMaxTokens)
+    usage_error("--input and --output are 1 to 1048576 tokens");
+  if (!o.dataset.empty() && !o.trace.empty())
+    usage_error("give --dataset or --trace-replay, not both");
+  if (!o.dataset.empty()) s.prompts.dataset = workload::read_dataset(o.dataset, kMaxDatasetEntries);
+  if (!o.trace.empty()) s.prompts.dataset = read_trace(o.trace, kMaxDatasetEntries);
+  const bool replay =
+      !o.trace.empty() ||
+      (!s.prompts.dataset.empty() && o.rate.empty() && o.concurrency.empty() &&
+       std::all_of(s.prompts.dataset.begin(), s.prompts.dataset.end(),
+                   [](const workload::DatasetEntry& e) { return e.arrival_ms.has_value(); }));
+
+  std::vector<Point> points;
+  if (!o.rate.empty() && !o.concurrency.empty())
+    usage_error(
+        "give --rate (open loop) or --concurrency (closed loop), not both; cap an open "
+        "loop with --max-concurrency");
+  if (o.max_concurrency > 0 && o.rate.empty() && !replay)
+    usage_error(
+        "--max-concurrency caps an open loop: give --rate too (or --concurrency for a "
+        "closed loop)");
+  if (replay) {
+    if (!o.rate.empty() || !o.concurrency.empty() || o.find_max_rate)
+      usage_error(
+          "a replayed trace brings its own arrival times: drop --rate, --concurrency and "
+          "--find-max-rate");
+    std::vector<double> t;
+    for (const auto& e : s.prompts.dataset) t.push_back(*e.arrival_ms);
+    const double t0 = *std::min_element(t.begin(), t.end());
+    for (double& x : t) x -= t0;
+    std::stable_sort(t.begin(), t.end());
+    if (o.requests > 0 && size_t(o.requests) < t.size()) t.resize(size_t(o.requests));
+    s.trace_arrivals_ms = std::move(t);
+    s.requests = int64_t(s.trace_arrivals_ms.size());
+    points.push_back({});
+  } else if (!o.rate.empty()) {
+    for (const auto& r : split_list(o.rate)) points.push_back({workload::parse_rate(r), {}});
+  } else {
+    for (const auto& c : split_list(o.concurrency.empty() ? "1" : o.concurrency)) {
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(c.c_str(), &end, 10);
+      if (c.empty() || *end || errno || v < 1 || v > 100000)
+        usage_error("--concurrency '" + c + "' must be a whole number from 1 to 100000");
+      points.push_back({{}, int64_t(v)});
+    }
+  }
+  if (o.find_max_rate) {
+    if (s.slo.empty()) usage_error("--find-max-rate needs --slo, e.g. --slo ttft:2s,tpot:100ms");
+    if (!o.rate.empty() || !o.concurrency.empty())
+      usage_error("--find-max-rate searches the rate itself: drop --rate and --concurrency");
+    if (!(o.slo_attainment > 0 && o.slo_attainment <= 1))
+      usage_error("--slo-attainment must be in (0, 1]");
+    if (s.requests == std::numeric_limits<int64_t>::max())
+      usage_error(
+          "--find-max-rate runs --requests N at each rate; give --requests, not --duration");
+  }
+
+  // ---- the model: as given, or the server's first ----
+  std::string model = o.model;
+  if (model.empty()) {
+    std::string err;
+    const auto body = http_get(base + "/v1/models", o.api_key, 10, err);
+    if (!body)
+      usage_error("cannot ask " + base + "/v1/models for a model name (" + err +
+                  "); is the server running? Give --model NAME to skip the question");
+    const auto ids = model_ids(*body);
+    if (ids.empty()) usage_error(base + "/v1/models lists no model; give --model NAME");
+    model = ids.front();
+  }
+  s.prompts.model = model;
+
+  // ---- run ----
+  LoadOutput out;
+  nlohmann::json& j = out.report;
+  j["kind"] = "load";
+  j["load_schema_version"] = "1.0";
+  j["tool"] = {{"name", "latprof"},
+               {"version", build::kVersion},
+               {"git_commit", build::kGitCommit},
+               {"git_dirty", build::kGitDirty},
+               {"build_type", build::kBuildType}};
+  j["created_utc"] = utc_now_iso();
+  j["argv"] = o.argv;
+  j["target"] = {{"url", s.client.url}, {"endpoint", o.endpoint}, {"model", model}};
+  j["load"] = {
+      {"input", o.input},
+      {"output", o.output},
+      {"arrival", workload::arrival_name(s.arrival)},
+      {"burstiness", o.burstiness},
+      {"max_concurrency", o.max_concurrency > 0 ? nlohmann::json(o.max_concurrency) : nullptr},
+      {"requests", s.requests == std::numeric_limits<int64_t>::max() ? nlohmann::json()
+                                                                     : nlohmann::json(s.requests)},
+      {"duration_s", o.duration_s > 0 ? nlohmann::json(o.duration_s) : nullptr},
+      {"ramp_up_s", o.ramp_up_s},
+      {"warmup", o.warmup},
+      {"seed", o.seed},
+      {"request_timeout_s", o.request_timeout_s},
+      {"slo", s.slo.empty() ? nlohmann::json() : nlohmann::json(s.slo.describe())},
+      {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},
+      {"trace_replay", o.trace.empty() ? nlohmann::json() : nlohmann::json(o.trace)}};
+  std::string head = "latprof load: " + s.client.url + ", model " + model + ", input " + o.input +
+                     ", output " + o.output + " tokens";
+  auto describe = [&](const Point& p) {
+    if (replay) return std::string("trace replay, ") + std::to_string(s.requests) + " requests";
+    if (p.rate)
+      return "open loop at " +
+             (std::isinf(*p.rate) ? std::string("rate inf") : fmt_fixed(*p.rate, 3) + " req/s") +
+             " (" + workload::arrival_name(s.arrival) + ")" +
+             (o.max_concurrency > 0
+                  ? ", at most " + std::to_string(o.max_concurrency) + " in flight"
+                  : "");
+    return "closed loop, concurrency " + std::to_string(*p.concurrency);
+  };
+  out.text = head + "\n";
+  Client client(s.client);
+
+  if (o.find_max_rate) {
+    double lo = 0, hi = 0;
+    {
+      const auto parts = split_list(o.rate_range);
+      if (parts.size() != 2)
+        usage_error("--rate-range '" + o.rate_range + "' must be LO:HI (e.g. 0.1:100)");
+      lo = workload::parse_rate(parts[0]);
+      hi = workload::parse_rate(parts[1]);
+      if (std::isinf(lo) || std::isinf(hi) || !(lo < hi))
+        usage_error("--rate-range '" + o.rate_range + "' needs finite rates LO < HI");
+    }
+    nlohmann::json probes = nlohmann::json::array();
+    auto probe = [&](double rate) {
+      const RunResult r = run_point(client, o, s, {rate, {}});
+      nlohmann::json pj = point_json(r, s.slo);
+      out.csv += requests_csv(r, s.slo, fmt_fixed(rate, 3), out.csv.empty());
+      const double att =
+          pj["summary"]["slo_attainment"].get<double>() *
+          double(pj["summary"]["requests"].get<int64_t>()) /
+          double(std::max<int64_t>(1, pj["summary"]["requests_total"].get<int64_t>()));
+      const bool met = att >= o.slo_attainment;
+      out.text += point_text("rate " + fmt_fixed(rate, 3) + " req/s: SLO met by " + fmt_pct(att) +
+                                 (met ? " (meets)" : " (misses)"),
+                             pj);
+      pj["rate"] = rate;
+      pj["slo_attainment_all"] = att;  // failed requests count as missing the SLO
+      pj["meets"] = met;
+      probes.push_back(std::move(pj));
+      return met;
+    };
+    std::optional<double> best;
+    if (probe(lo)) {
+      best = lo;
+      if (probe(hi)) {
+        best = hi;
+      } else {
+        // geometric bisection until the bracket is within 5%
+        while (hi / lo > 1.05) {
+          const double mid = std::sqrt(lo * hi);
+          (probe(mid) ? lo : hi) = mid;
+        }
+        best = lo;
+      }
+    }
+    j["max_rate"] = {{"rate", best ? nlohmann::json(*best) : nlohmann::json()},
+                     {"slo", s.slo.describe()},
+                     {"slo_attainment", o.slo_attainment},
+                     {"rate_range", o.rate_range},
+                     {"probes", std::move(probes)}};
+    out.text += best ? "highest rate meeting the SLO for " + fmt_pct(o.slo_attainment) +
+                           " of requests: " + fmt_fixed(*best, 3) + " req/s\n"
+                     : "no rate in " + o.rate_range + " meets the SLO for " +
+                           fmt_pct(o.slo_attainment) + " of requests\n";
+    return out;
+  }
+
+  nlohmann::json pts = nlohmann::json::array();
+  for (const Point& p : points) {
+    const RunResult r = run_point(client, o, s, p);
+    nlohmann::json pj = point_json(r, s.slo);
+    const std::string label = p.rate ? (std::isinf(*p.rate) ? "inf" : fmt_fixed(*p.rate, 3))
+                              : p.concurrency ? std::to_string(*p.concurrency)
+                                              : "replay";
+    out.csv += requests_csv(r, s.slo, label, out.csv.empty());
+    out.text += point_text(describe(p), pj);
+    if (p.rate) pj["rate"] = std::isinf(*p.rate) ? nlohmann::json("inf") : nlohmann::json(*p.rate);
+    if (p.concurrency) pj["concurrency"] = *p.concurrency;
+    pts.push_back(std::move(pj));
+  }
+  if (pts.size() == 1) {
+    for (auto& [k, v] : pts[0].items()) j[k] = v;
+  } else {
+    j["points"] = std::move(pts);
+  }
+  return out;
+}
+
+}  // namespace latprof::load

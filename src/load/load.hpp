@@ -1,0 +1,47 @@
+#pragma once
+// `latprof load`: the load shapes of one invocation (a single point, or a sweep of rates or
+// concurrencies), run against an OpenAI-compatible endpoint, and the report.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace latprof::load {
+
+struct LoadOptions {
+  std::string url;  // base URL, http(s)://HOST:PORT
+  std::string api_key;
+  std::string model;  // "" = the first id of GET /v1/models
+  std::string endpoint = "completions";
+  std::string input = "500", output = "200";  // numbers or distributions (LengthDist)
+  std::string rate;                           // "" or a list: "4", "1,2,4", "inf"
+  std::string concurrency;                    // "" or a list: "8", "1,2,4"
+  std::string arrival = "poisson";
+  double burstiness = 1;
+  int64_t max_concurrency = 0;  // cap on the open loop (0: none)
+  int64_t requests = 0;         // 0: 100, or unbounded with --duration
+  double duration_s = 0;        // 0: none
+  double ramp_up_s = 0;         // closed loop: slots start evenly over this time
+  int64_t warmup = 0;
+  uint64_t seed = 0;
+  double request_timeout_s = 600;
+  std::string slo;
+  std::string dataset;  // JSON Lines (workload::read_dataset)
+  std::string trace;    // Mooncake JSONL or Azure CSV (--trace-replay)
+  bool find_max_rate = false;
+  double slo_attainment = 0.99;
+  std::string rate_range = "0.1:100";
+  std::vector<std::string> argv;
+  bool quiet = false;
+};
+
+struct LoadOutput {
+  nlohmann::json report;
+  std::string text;  // the printed summary
+  std::string csv;   // one row per request
+};
+
+// Throws UsageError on a bad option or an unreachable server when the model must be asked for.
+LoadOutput run_load_command(const LoadOptions& o);
+
+}  // namespace latprof::load
