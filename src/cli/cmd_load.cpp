@@ -92,6 +92,10 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
     if (!o->quiet) std::fputs(out.text.c_str(), stdout);
     if (!json_path->empty()) write_file_atomic(*json_path, out.report.dump(2) + "\n");
     if (!csv_path->empty()) write_file_atomic(*csv_path, out.csv);
+    if (!out.all_failed.empty()) {  // reported in full above; the exit status says it too
+      std::fprintf(stderr, "latprof: %s\n", out.all_failed.c_str());
+      return 1;
+    }
     return 0;
   };
 }

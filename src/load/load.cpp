@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <limits>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -29,12 +30,12 @@ constexpr int64_t kMaxDatasetEntries = 10'000'000;
 // two prompts share no prefix block.
 constexpr int32_t kFirstId = 10, kLastId = 255;
 
-std::vector<std::string> split_list(const std::string& s) {
+std::vector<std::string> split_list(const std::string& s, char sep = ',') {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  if (!s.empty() && s.back() == ',') out.push_back("");
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  if (!s.empty() && s.back() == sep) out.push_back("");
   return out;
 }
 
@@ -171,11 +172,11 @@ nlohmann::json point_json(const RunResult& r, const workload::Slo& slo) {
 }
 
 std::string pct_row(const char* label, const nlohmann::json& d) {
-  char buf[160];
+  char buf[192];
   if (d.is_null()) {
-    std::snprintf(buf, sizeof buf, "  %-22s %9s\n", label, "-");
+    std::snprintf(buf, sizeof buf, "  %-26s %9s\n", label, "-");
   } else {
-    std::snprintf(buf, sizeof buf, "  %-22s %9.2f %9.2f %9.2f %9.2f %9.2f\n", label,
+    std::snprintf(buf, sizeof buf, "  %-26s %9.2f %9.2f %9.2f %9.2f %9.2f\n", label,
                   d["mean"].get<double>(), d["p50"].get<double>(), d["p90"].get<double>(),
                   d["p99"].get<double>(), d["max"].get<double>());
   }
@@ -199,22 +200,23 @@ std::string point_text(const std::string& title, const nlohmann::json& pj) {
   }
   o << "; busy " << fmt_fixed(s["duration_s"].get<double>(), 2) << " s, wall "
     << fmt_fixed(s["wall_s"].get<double>(), 2) << " s\n";
-  o << "  " << std::string(22, ' ') << "      mean       p50       p90       p99       max\n";
+  o << "  " << std::string(26, ' ') << "      mean       p50       p90       p99       max\n";
   o << pct_row("TTFT (ms)", s["ttft_ms"]) << pct_row("TPOT (ms)", s["tpot_ms"])
     << pct_row("ITL (ms)", s["itl_ms"]) << pct_row("E2E (ms)", s["e2e_ms"])
     << pct_row("client queue (ms)", s["client_queue_ms"])
     << pct_row("TTFT from intended (ms)", s["ttft_from_intended_ms"])
-    << pct_row("server queue (ms)", s["queue_ms"]);
+    << pct_row("server queue (ms)", s["queue_ms"]) << pct_row("chunk gap (ms)", s["chunk_gap_ms"]);
   o << "  throughput: " << fmt_fixed(s["request_throughput"].get<double>(), 2) << " req/s, "
     << fmt_fixed(s["output_tokens_per_s"].get<double>(), 1) << " output tokens/s while busy ("
     << fmt_fixed(s["output_tokens_per_s_wall"].get<double>(), 1) << " over the wall time)";
   if (!s["slo"].is_null())
     o << "; goodput " << fmt_fixed(s["goodput"].get<double>(), 2) << " req/s, SLO "
       << s["slo"].get<std::string>() << " met by " << fmt_pct(s["slo_attainment"].get<double>());
-  o << "\n  chain p50 (ms):";
-  for (auto& [k, v] : s["chain_ms"].items())
-    if (!v.is_null()) o << " " << k << " " << fmt_fixed(v["p50"].get<double>(), 2);
   o << "\n";
+  for (const char* part : Chain::kParts) {
+    const auto& d = s["chain_ms"][part];
+    if (!d.is_null()) o << pct_row(("chain: " + std::string(part) + " (ms)").c_str(), d);
+  }
   const auto& c = s["client"];
   o << "  client: " << fmt_fixed(c["cpu_ms"].get<double>(), 1) << " ms CPU";
   if (!c["cpu_us_per_token"].is_null())
@@ -377,7 +379,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
   if (o.find_max_rate) {
     double lo = 0, hi = 0;
     {
-      const auto parts = split_list(o.rate_range);
+      const auto parts = split_list(o.rate_range, ':');
       if (parts.size() != 2)
         usage_error("--rate-range '" + o.rate_range + "' must be LO:HI (e.g. 0.1:100)");
       lo = workload::parse_rate(parts[0]);
@@ -442,6 +444,16 @@ LoadOutput run_load_command(const LoadOptions& o) {
     if (p.rate) pj["rate"] = std::isinf(*p.rate) ? nlohmann::json("inf") : nlohmann::json(*p.rate);
     if (p.concurrency) pj["concurrency"] = *p.concurrency;
     pts.push_back(std::move(pj));
+  }
+  int64_t ok = 0;
+  std::map<std::string, int64_t> errors;
+  for (const auto& pj : pts) {
+    ok += pj["summary"]["requests"].get<int64_t>();
+    for (auto& [k, v] : pj["summary"]["errors"].items()) errors[k] += v.get<int64_t>();
+  }
+  if (ok == 0) {
+    out.all_failed = "every request failed:";
+    for (const auto& [k, v] : errors) out.all_failed += " " + k + " " + std::to_string(v);
   }
   if (pts.size() == 1) {
     for (auto& [k, v] : pts[0].items()) j[k] = v;

@@ -39,6 +39,8 @@ struct LoadOutput {
   nlohmann::json report;
   std::string text;  // the printed summary
   std::string csv;   // one row per request
+  // "" when some request succeeded; else what failed ("every request failed: timeout 4")
+  std::string all_failed;
 };
 
 // Throws UsageError on a bad option or an unreachable server when the model must be asked for.

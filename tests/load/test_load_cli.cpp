@@ -1,0 +1,216 @@
+// `latprof load` end to end: the binary against the stub server of the test (127.0.0.1 only):
+// bad flags and URLs (one line, exit 2), the JSON and CSV reports, sweeps, the SLO search,
+// trace replay, and a run where every request fails.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.hpp"
+#include "load/stub_server.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kTimeoutS = 60;
+
+cli_test::Result load(const std::string& args) {
+  return cli_test::latprof_in(".", kTimeoutS, "load " + args);
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+int lines(const std::string& s) {
+  return int(std::count(s.begin(), s.end(), '\n'));
+}
+
+struct BadCase {
+  std::string args;
+  const char* says;
+};
+
+}  // namespace
+
+TEST(LoadCli, BadFlagsAndUrlsAreOneLineAndExit2) {
+  const std::string dead = "http://127.0.0.1:" + std::to_string(load_test::dead_port());
+  const std::string D = cli_test::temp_dir("load-bad").string();
+  const BadCase cases[] = {
+      {"--url ftp://127.0.0.1:1", "must start with http:// or https://"},
+      {"--url http://", "http://"},
+      {"--url 127.0.0.1:8000", "must start with http://"},
+      {"--url 'http://127.0.0.1:1/?x=1' --model m", "query string"},
+      {"--model m", "--url is required"},
+      {"--url " + dead + " --model m --rate 1 --concurrency 2", "not both"},
+      {"--url " + dead + " --model m --endpoint foo", "--endpoint 'foo'"},
+      {"--url " + dead + " --model m --max-concurrency 4", "give --rate too"},
+      {"--url " + dead + " --model m --rate 0", "--rate '0' must be a positive"},
+      {"--url " + dead + " --model m --rate 1,x", "--rate 'x'"},
+      {"--url " + dead + " --model m --concurrency 0", "--concurrency '0'"},
+      {"--url " + dead + " --model m --input 0", "--input must be a whole number"},
+      {"--url " + dead + " --model m --output normal:x:1", "is not a number"},
+      {"--url " + dead + " --model m --arrival weird --rate 1", "--arrival 'weird'"},
+      {"--url " + dead + " --model m --rate 1 --burstiness 0.5", "--arrival gamma only"},
+      {"--url " + dead + " --model m --find-max-rate", "needs --slo"},
+      {"--url " + dead + " --model m --slo ttft", "not METRIC:VALUE"},
+      {"--url " + dead + " --model m --request-timeout 0", "--request-timeout"},
+      {"--url " + dead + " --model m --duration -1", "--duration"},
+      {"--url " + dead + " --model m --dataset " + D + "/missing.jsonl", "cannot open"},
+      {"--url " + dead + " --model m --trace-replay " + D + "/missing.csv", "cannot open"},
+      {"--url " + dead + " --model m --json " + D, "--json"},
+      {"--url " + dead, "is the server running"},
+  };
+  for (const BadCase& c : cases) {
+    const auto r = load(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << c.args;
+  }
+}
+
+TEST(LoadCli, JsonAndCsvReportsAgainstTheStub) {
+  load_test::StubOptions so;
+  so.ttft_ms = 20;
+  so.itl_ms = 4;
+  so.extra_prompt_tokens = 1;  // a server that adds a BOS: reported, not hidden
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-json");
+  const std::string js = (d / "r.json").string(), csv = (d / "r.csv").string();
+  const auto r = load("--url " + stub.url() + "/v1 --concurrency 4 --requests 12 --warmup 4 " +
+                      "--input 16 --output 6 --slo ttft:1s --json " + js + " --csv " + csv);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("TTFT (ms)"), std::string::npos) << r.out;
+  std::fputs(r.out.c_str(), stdout);  // the printed summary, in the test log
+  EXPECT_NE(r.out.find("note: 12 of 12 requests had a prompt length"), std::string::npos) << r.out;
+  const json j = read_json(js);
+  EXPECT_EQ(j["kind"], "load");
+  EXPECT_EQ(j["target"]["model"], "stub-model");  // from /v1/models
+  ASSERT_EQ(j["requests"].size(), 12u);
+  for (const auto& q : j["requests"]) {
+    EXPECT_TRUE(q["error"].is_null());
+    EXPECT_EQ(q["input_tokens"], 17);
+    EXPECT_EQ(q["asked_input_tokens"], 16);
+    EXPECT_EQ(q["output_tokens"], 6);
+    EXPECT_EQ(q["itl_ms"].size(), 5u);
+    EXPECT_EQ(q["chunk_gap_ms"].size(), 5u);
+    EXPECT_TRUE(q["preemptions"].is_null());
+    EXPECT_GE(q["ttft_ms"].get<double>(), 20.0);
+    double sum = 0;
+    for (const char* part : {"client_queue", "network", "gateway", "queue", "tokenize", "prefill",
+                             "decode", "detokenize", "serialize", "unattributed"}) {
+      ASSERT_TRUE(q["chain_ms"].contains(part)) << part;
+      ASSERT_TRUE(q["chain_ms"][part].is_number()) << part;
+      sum += q["chain_ms"][part].get<double>();
+    }
+    EXPECT_NEAR(sum, q["client_queue_ms"].get<double>() + q["e2e_ms"].get<double>(), 1e-6);
+    EXPECT_TRUE(q["server"]["latprof_timings"].is_object());
+    EXPECT_TRUE(q["phases_ms"]["first_byte"].is_number());
+  }
+  const json& s = j["summary"];
+  EXPECT_EQ(s["requests"], 12);
+  EXPECT_EQ(s["requests_failed"], 0);
+  EXPECT_TRUE(s["errors"].empty());
+  EXPECT_EQ(s["slo"], "ttft:1000ms");
+  EXPECT_EQ(s["slo_attainment"], 1.0);
+  EXPECT_NEAR(s["ttft_ms"]["p50"].get<double>(), 20.0, 5.0);
+  EXPECT_NEAR(s["itl_ms"]["p50"].get<double>(), 4.0, 1.5);
+  EXPECT_TRUE(s["chain_ms"]["prefill"].is_object());
+  EXPECT_TRUE(s["client"]["cpu_us_per_token"].is_number());
+  EXPECT_LE(s["client"]["max_in_flight"].get<int>(), 4);
+  EXPECT_EQ(stub.stats().requests, 16);  // 4 warm-up + 12
+  const std::string c = cli_test::slurp(csv);
+  EXPECT_EQ(lines(c), 13);
+  EXPECT_EQ(c.rfind("point,id,intended_ms", 0), 0u) << c.substr(0, 80);
+}
+
+TEST(LoadCli, SweepsAndEveryRequestFailing) {
+  load_test::StubOptions so;
+  so.ttft_ms = 5;
+  so.itl_ms = 1;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-sweep");
+  const std::string js = (d / "s.json").string();
+  auto r = load("--url " + stub.url() + " --concurrency 1,3 --requests 6 --output 3 --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = read_json(js);
+  ASSERT_EQ(j["points"].size(), 2u);
+  EXPECT_EQ(j["points"][0]["concurrency"], 1);
+  EXPECT_EQ(j["points"][1]["concurrency"], 3);
+  EXPECT_EQ(j["points"][1]["summary"]["requests"], 6);
+  EXPECT_EQ(j["points"][0]["summary"]["client"]["max_in_flight"], 1);
+
+  r = load("--url " + stub.url() + " --rate 50,inf --max-concurrency 2 --arrival constant " +
+           "--requests 6 --output 3 --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = read_json(js);
+  ASSERT_EQ(j["points"].size(), 2u);
+  EXPECT_EQ(j["points"][0]["rate"], 50.0);
+  EXPECT_EQ(j["points"][1]["rate"], "inf");
+  // constant arrivals 20 ms apart
+  EXPECT_NEAR(j["points"][0]["requests"][3]["intended_ms"].get<double>(), 60.0, 1e-6);
+  // inf with at most 2 in flight: the rest wait in the client, and say so
+  EXPECT_LE(j["points"][1]["summary"]["client"]["max_in_flight"].get<int>(), 2);
+  EXPECT_GT(j["points"][1]["summary"]["client_queue_ms"]["max"].get<double>(), 5.0);
+
+  const std::string dead = "http://127.0.0.1:" + std::to_string(load_test::dead_port());
+  r = load("--url " + dead + " --model m --requests 3 --json " + js);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("every request failed: connection_refused 3"), std::string::npos) << r.err;
+  j = read_json(js);
+  EXPECT_EQ(j["summary"]["errors"]["connection_refused"], 3);
+  EXPECT_EQ(j["requests"][0]["error"]["kind"], "connection_refused");
+}
+
+TEST(LoadCli, FindMaxRateAndTraceReplay) {
+  load_test::StubOptions so;
+  so.ttft_ms = 10;
+  so.itl_ms = 1;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-search");
+  const std::string js = (d / "m.json").string();
+  auto r = load("--url " + stub.url() + " --find-max-rate --slo ttft:2s --rate-range 2:8 " +
+                "--requests 4 --output 2 --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = read_json(js);
+  EXPECT_EQ(j["max_rate"]["rate"], 8.0);  // an SLO every rate meets: the top of the range
+  r = load("--url " + stub.url() + " --find-max-rate --slo ttft:1ms --rate-range 2:8 " +
+           "--requests 4 --output 2 --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = read_json(js);
+  EXPECT_TRUE(j["max_rate"]["rate"].is_null());  // 10 ms TTFT never meets 1 ms
+  EXPECT_NE(r.out.find("no rate in 2:8 meets the SLO"), std::string::npos) << r.out;
+
+  const std::string moon = (d / "mooncake.jsonl").string();
+  std::ofstream(moon)
+      << R"({"timestamp": 1000, "input_length": 12, "output_length": 3, "hash_ids": [1]})"
+      << "\n"
+      << R"({"timestamp": 1150, "input_length": 20, "output_length": 2, "hash_ids": [2]})"
+      << "\n";
+  r = load("--url " + stub.url() + " --trace-replay " + moon + " --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = read_json(js);
+  ASSERT_EQ(j["requests"].size(), 2u);
+  EXPECT_EQ(j["requests"][1]["intended_ms"], 150.0);
+  EXPECT_EQ(j["requests"][1]["asked_input_tokens"], 20);
+  EXPECT_EQ(j["requests"][1]["output_tokens"], 2);
+
+  const std::string azure = (d / "azure.csv").string();
+  std::ofstream(azure) << "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                       << "2023-11-16 18:15:46.6805900,30,2\n"
+                       << "2023-11-16 18:15:46.8805900,40,3\n";
+  r = load("--url " + stub.url() + " --trace-replay " + azure + " --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = read_json(js);
+  ASSERT_EQ(j["requests"].size(), 2u);
+  EXPECT_NEAR(j["requests"][1]["intended_ms"].get<double>(), 200.0, 1e-3);
+  EXPECT_EQ(j["requests"][1]["asked_input_tokens"], 40);
+
+  std::ofstream(azure) << "time,in,out\n1,2,3\n";
+  r = load("--url " + stub.url() + " --trace-replay " + azure);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nor an Azure CSV trace"), std::string::npos) << r.err;
+}
