@@ -75,6 +75,9 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
   sub->add_option("--trace-replay", o->trace,
                   "Replay a trace: Mooncake JSONL (timestamp, input_length, output_length) or "
                   "Azure CSV (TIMESTAMP, ContextTokens, GeneratedTokens)");
+  sub->add_option("--metrics-url", o->metrics_url,
+                  "The server's Prometheus metrics, scraped every second (default: URL/metrics; "
+                  "none: not scraped)");
   sub->add_option("--json", *json_path, "Write the report as JSON");
   sub->add_option("--csv", *csv_path, "Write one CSV row per request");
   sub->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");

@@ -69,7 +69,7 @@ std::string classify(CURLcode rc, long os_errno) {
   }
 }
 
-enum class BodyMode { undecided, sse, json, error };
+enum class BodyMode { undecided, sse, json, error, scrape };
 
 // The most of an error or JSON body kept (an error message needs far less).
 constexpr size_t kMaxBody = size_t(64) << 20;
@@ -142,6 +142,9 @@ class Client::Loop {
   void drain();
   void finish(CURL* easy, CURLcode rc);
   void arm_timer(double at_ms);
+  void start_scrape(const std::string& url);
+  void finish_scrape(CURL* easy, Transfer& t, CURLcode rc);
+  double run_base_ = 0;
 
   ClientOptions o_;
   CURLM* multi_ = nullptr;
@@ -156,7 +159,12 @@ class Client::Loop {
   // closed loop: when each free slot freed (or may first start, under a ramp-up), earliest first
   std::priority_queue<double, std::vector<double>, std::greater<>> freed_ms_;
   int64_t max_in_flight_ = 0;
+  int64_t in_flight_ = 0;  // requests (scrapes of /metrics not counted)
   bool closed_ = false;
+  // /metrics
+  std::vector<MetricsSample> samples_;
+  std::string metrics_error_;
+  CURL* scrape_ = nullptr;  // the scrape in flight
 };
 
 namespace {
@@ -208,6 +216,11 @@ size_t Client::Loop::write_cb(char* p, size_t size, size_t n, void* userp) {
   Client::Loop* L = t->loop;
   const size_t bytes = size * n;
   if (!t->r.first_byte_ms) t->r.first_byte_ms = L->wake_ms_;
+  if (t->mode == BodyMode::scrape) {
+    if (t->raw.size() + bytes > kMaxBody) return 0;
+    t->raw.append(p, bytes);
+    return bytes;
+  }
   if (t->mode == BodyMode::undecided) {
     long code = 0;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
@@ -311,7 +324,8 @@ void Client::Loop::start(const LoadPlan& plan, int64_t index, double intended_ms
   t->r.handed_ms = t->r.sent_ms = ms();  // sent_ms moves to curl's first step
   live_.emplace(e, std::move(t));
   curl_multi_add_handle(multi_, e);
-  max_in_flight_ = std::max<int64_t>(max_in_flight_, int64_t(live_.size()));
+  ++in_flight_;
+  max_in_flight_ = std::max<int64_t>(max_in_flight_, in_flight_);
 }
 
 void Client::Loop::finish(CURL* easy, CURLcode rc) {
@@ -320,6 +334,11 @@ void Client::Loop::finish(CURL* easy, CURLcode rc) {
   std::unique_ptr<Transfer> t = std::move(it->second);
   live_.erase(it);
   curl_multi_remove_handle(multi_, easy);
+  if (t->mode == BodyMode::scrape) {
+    finish_scrape(easy, *t, rc);
+    return;
+  }
+  --in_flight_;
   RequestResult& r = t->r;
   r.done_ms = ms();
   auto get = [&](CURLINFO what) {
@@ -391,6 +410,54 @@ void Client::Loop::finish(CURL* easy, CURLcode rc) {
   pool_.push_back(easy);
 }
 
+void Client::Loop::start_scrape(const std::string& url) {
+  auto t = std::make_unique<Transfer>();
+  t->loop = this;
+  t->mode = BodyMode::scrape;
+  CURL* e = nullptr;
+  if (!pool_.empty()) {
+    e = pool_.back();
+    pool_.pop_back();
+    curl_easy_reset(e);
+  } else {
+    e = curl_easy_init();
+    if (!e) throw std::runtime_error("curl_easy_init failed");
+  }
+  t->easy = e;
+  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROXY, "");
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  if (!o_.api_key.empty()) curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers_);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Client::Loop::write_cb);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
+  scrape_ = e;
+  live_.emplace(e, std::move(t));
+  curl_multi_add_handle(multi_, e);
+}
+
+void Client::Loop::finish_scrape(CURL* easy, Transfer& t, CURLcode rc) {
+  scrape_ = nullptr;
+  long code = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
+  if (rc != CURLE_OK)
+    metrics_error_ =
+        std::string(curl_easy_strerror(rc)) + (t.errbuf[0] ? std::string(": ") + t.errbuf : "");
+  else if (code >= 400)
+    metrics_error_ = "HTTP " + std::to_string(code);
+  if (metrics_error_.empty()) {
+    MetricsSample m = parse_prometheus(t.raw);
+    m.t_ms = ms() - run_base_;
+    if (!m.running && !m.waiting && !m.kv_cache_usage)
+      metrics_error_ = "no gauge latprof load knows (running, waiting, KV cache use)";
+    else
+      samples_.push_back(m);
+  }
+  curl_easy_reset(easy);
+  pool_.push_back(easy);
+}
+
 void Client::Loop::drain() {
   int q = 0;
   while (CURLMsg* m = curl_multi_info_read(multi_, &q))
@@ -426,7 +493,11 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
   wake_ms_ = base;
   max_in_flight_ = 0;
   done_.clear();
-  size_t next = 0;  // open loop: the next arrival
+  run_base_ = base;
+  samples_.clear();
+  metrics_error_.clear();
+  double next_scrape = base;  // the first scrape at the start
+  size_t next = 0;            // open loop: the next arrival
   int64_t issued = 0;
   std::vector<epoll_event> evs(1024);
   int running = 0;
@@ -436,12 +507,12 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
     if (open) {
       while (next < plan.arrivals_ms.size() && issued < plan.max_requests &&
              base + plan.arrivals_ms[next] <= now && plan.arrivals_ms[next] < plan.duration_ms &&
-             (plan.max_in_flight == 0 || int64_t(live_.size()) < plan.max_in_flight)) {
+             (plan.max_in_flight == 0 || in_flight_ < plan.max_in_flight)) {
         start(plan, issued++, base + plan.arrivals_ms[next]);
         ++next;
       }
     } else {
-      while (int64_t(live_.size()) < plan.concurrency && issued < plan.max_requests &&
+      while (in_flight_ < plan.concurrency && issued < plan.max_requests &&
              now - base < plan.duration_ms && !freed_ms_.empty() && freed_ms_.top() <= now) {
         const double freed = freed_ms_.top();
         freed_ms_.pop();
@@ -459,10 +530,16 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
     const bool more = open ? next < plan.arrivals_ms.size() && issued < plan.max_requests &&
                                  plan.arrivals_ms[next] < plan.duration_ms
                            : issued < plan.max_requests && ms() - base < plan.duration_ms;
-    if (live_.empty() && !more) break;
+    if (in_flight_ == 0 && !more) break;
+    if (!plan.metrics_url.empty() && metrics_error_.empty() && !scrape_ && ms() >= next_scrape) {
+      start_scrape(plan.metrics_url);
+      next_scrape += plan.metrics_interval_ms;
+    }
     // ---- wait for a socket, curl's deadline or the next arrival ----
     double wake_at = curl_deadline_ms_.value_or(std::numeric_limits<double>::infinity());
-    if (open && more && (plan.max_in_flight == 0 || int64_t(live_.size()) < plan.max_in_flight))
+    if (!plan.metrics_url.empty() && metrics_error_.empty() && !scrape_)
+      wake_at = std::min(wake_at, next_scrape);
+    if (open && more && (plan.max_in_flight == 0 || in_flight_ < plan.max_in_flight))
       wake_at = std::min(wake_at, base + plan.arrivals_ms[next]);
     if (!open && more && !freed_ms_.empty()) wake_at = std::min(wake_at, freed_ms_.top());
     arm_timer(wake_at);
@@ -486,7 +563,16 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
     }
     drain();
   }
+  if (scrape_) {  // the run is over: a scrape still in flight is dropped
+    curl_multi_remove_handle(multi_, scrape_);
+    live_.erase(scrape_);
+    curl_easy_reset(scrape_);
+    pool_.push_back(scrape_);
+    scrape_ = nullptr;
+  }
   RunResult out;
+  out.metrics = std::move(samples_);
+  out.metrics_error = metrics_error_;
   out.wall_ms = ms() - base;
   out.cpu_ms = thread_cpu_ms() - cpu0;
   out.max_in_flight = max_in_flight_;
@@ -525,6 +611,53 @@ RunResult Client::run(const LoadPlan& plan) {
 RunResult run_load(const ClientOptions& o, const LoadPlan& plan) {
   Client c(o);
   return c.run(plan);
+}
+
+MetricsSample parse_prometheus(const std::string& text) {
+  // Each gauge by the names servers give it, first found wins.
+  static const char* const kRunning[] = {"vllm:num_requests_running",
+                                         "latprof:num_requests_running", "sglang:num_running_reqs",
+                                         "llamacpp:requests_processing"};
+  static const char* const kWaiting[] = {"vllm:num_requests_waiting",
+                                         "latprof:num_requests_waiting", "sglang:num_queue_reqs",
+                                         "llamacpp:requests_deferred"};
+  static const char* const kKv[] = {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                                    "latprof:kv_cache_usage_perc", "sglang:token_usage",
+                                    "llamacpp:kv_cache_usage_ratio"};
+  std::unordered_map<std::string, double> sums;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t name_end = line.find_first_of("{ \t");
+    if (name_end == std::string_view::npos) continue;
+    const std::string name(line.substr(0, name_end));
+    size_t v = name_end;
+    if (line[v] == '{') {
+      const size_t close = line.find('}', v);
+      if (close == std::string_view::npos) continue;
+      v = close + 1;
+    }
+    while (v < line.size() && (line[v] == ' ' || line[v] == '\t')) ++v;
+    const std::string value(line.substr(v, line.find_first_of(" \t\r", v) - v));
+    char* stop = nullptr;
+    const double x = std::strtod(value.c_str(), &stop);
+    if (value.empty() || *stop || !std::isfinite(x)) continue;
+    sums[name] += x;
+  }
+  auto pick = [&](const auto& names) -> std::optional<double> {
+    for (const char* n : names)
+      if (auto it = sums.find(n); it != sums.end()) return it->second;
+    return std::nullopt;
+  };
+  MetricsSample m;
+  m.running = pick(kRunning);
+  m.waiting = pick(kWaiting);
+  m.kv_cache_usage = pick(kKv);
+  return m;
 }
 
 std::optional<std::string> http_get(const std::string& url, const std::string& api_key,

@@ -62,6 +62,10 @@ struct LoadPlan {
   int64_t max_requests = std::numeric_limits<int64_t>::max();
   double duration_ms = std::numeric_limits<double>::infinity();
   double ramp_up_ms = 0;  // closed loop: slot k starts no earlier than k * ramp_up / concurrency
+  // The server's Prometheus /metrics, scraped every metrics_interval_ms while the run lasts
+  // ("" : not scraped).
+  std::string metrics_url;
+  double metrics_interval_ms = 1000;
   // Builds request `index`'s body, with the lengths it asks for.
   std::function<std::string(int64_t index, int64_t& input, int64_t& output)> make_body;
 };
@@ -73,11 +77,22 @@ struct ClientOptions {
   double request_timeout_s = 600;
 };
 
+// One scrape of the server's /metrics: the gauges the chain needs, summed over label sets, from
+// the first name the server exports (vLLM's, latprof's, SGLang's or llama.cpp's; see README).
+struct MetricsSample {
+  double t_ms = 0;  // from the start of the run, when the response arrived
+  std::optional<double> running, waiting, kv_cache_usage;
+};
+// The gauges of a Prometheus text exposition.
+MetricsSample parse_prometheus(const std::string& text);
+
 struct RunResult {
   std::vector<RequestResult> requests;  // in the order they were issued
   double wall_ms = 0;                   // start to the last transfer's end
   double cpu_ms = 0;                    // the event loop thread's CPU time
   int64_t max_in_flight = 0;
+  std::vector<MetricsSample> metrics;
+  std::string metrics_error;  // why scraping stopped ("" : it did not)
 };
 
 // The event loop and its connections: runs one plan after another (warm-up, then the measured

@@ -128,6 +128,7 @@ struct Setup {
   std::vector<double> trace_arrivals_ms;  // replay: when non-empty, the arrivals
   int64_t requests = kDefaultRequests;
   double duration_ms = std::numeric_limits<double>::infinity();
+  std::string metrics_url;  // "" : not scraped
 };
 
 RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const Point& pt) {
@@ -147,6 +148,7 @@ RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const 
   }
   LoadPlan p;
   p.make_body = make(0);
+  p.metrics_url = s.metrics_url;
   p.max_requests = s.requests;
   p.duration_ms = s.duration_ms;
   if (!s.trace_arrivals_ms.empty()) {
@@ -163,12 +165,45 @@ RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const 
   return client.run(p);
 }
 
-nlohmann::json point_json(const RunResult& r, const workload::Slo& slo) {
+nlohmann::json metrics_json(const RunResult& r, const std::string& url) {
+  if (url.empty()) return nullptr;
+  nlohmann::json samples = nlohmann::json::array();
+  auto opt = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json();
+  };
+  std::optional<double> run_max, wait_max, kv_max;
+  auto keep_max = [](std::optional<double>& m, const std::optional<double>& v) {
+    if (v) m = m ? std::max(*m, *v) : *v;
+  };
+  for (const auto& m : r.metrics) {
+    samples.push_back({{"t_ms", m.t_ms},
+                       {"running", opt(m.running)},
+                       {"waiting", opt(m.waiting)},
+                       {"kv_cache_usage", opt(m.kv_cache_usage)}});
+    keep_max(run_max, m.running);
+    keep_max(wait_max, m.waiting);
+    keep_max(kv_max, m.kv_cache_usage);
+  }
+  return {{"url", url},
+          {"error", r.metrics_error.empty() ? nlohmann::json() : nlohmann::json(r.metrics_error)},
+          {"running_max", opt(run_max)},
+          {"waiting_max", opt(wait_max)},
+          {"kv_cache_usage_max", opt(kv_max)},
+          {"samples", std::move(samples)}};
+}
+
+nlohmann::json point_json(const RunResult& r, const workload::Slo& slo,
+                          const std::string& metrics_url) {
   nlohmann::json reqs = nlohmann::json::array();
   for (const auto& q : r.requests) reqs.push_back(load_request_to_json(q, slo));
+  auto notes = load_notes(r);
+  if (!metrics_url.empty() && !r.metrics_error.empty())
+    notes.push_back("the server's series were not recorded: " + metrics_url + " gave " +
+                    r.metrics_error + " (--metrics-url none stops asking)");
   return {{"requests", std::move(reqs)},
           {"summary", load_summary_to_json(r, slo)},
-          {"notes", load_notes(r)}};
+          {"server_metrics", metrics_json(r, metrics_url)},
+          {"notes", notes}};
 }
 
 std::string pct_row(const char* label, const nlohmann::json& d) {
@@ -222,6 +257,14 @@ std::string point_text(const std::string& title, const nlohmann::json& pj) {
   if (!c["cpu_us_per_token"].is_null())
     o << ", " << fmt_fixed(c["cpu_us_per_token"].get<double>(), 2) << " us per token";
   o << ", at most " << c["max_in_flight"] << " in flight\n";
+  if (const auto& m = pj["server_metrics"]; m.is_object() && !m["samples"].empty()) {
+    auto show = [](const nlohmann::json& v) {
+      return v.is_null() ? std::string("-") : fmt_fixed(v.get<double>(), 2);
+    };
+    o << "  server (/metrics, " << m["samples"].size() << " scrapes): at most "
+      << show(m["running_max"]) << " running, " << show(m["waiting_max"])
+      << " waiting, KV cache use up to " << show(m["kv_cache_usage_max"]) << "\n";
+  }
   for (const auto& n : pj["notes"]) o << "  note: " << n.get<std::string>() << "\n";
   return o.str();
 }
@@ -235,6 +278,9 @@ LoadOutput run_load_command(const LoadOptions& o) {
   s.client.endpoint = parse_endpoint(o.endpoint);
   s.client.url = base + endpoint_path(s.client.endpoint);
   s.client.api_key = o.api_key;
+  if (o.metrics_url != "none")
+    s.metrics_url = o.metrics_url.empty() ? base + "/metrics"
+                                          : normalize_base_url(o.metrics_url, "--metrics-url");
   if (!(o.request_timeout_s > 0) || !std::isfinite(o.request_timeout_s))
     usage_error("--request-timeout must be a positive number of seconds");
   s.client.request_timeout_s = o.request_timeout_s;
@@ -390,7 +436,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
     nlohmann::json probes = nlohmann::json::array();
     auto probe = [&](double rate) {
       const RunResult r = run_point(client, o, s, {rate, {}});
-      nlohmann::json pj = point_json(r, s.slo);
+      nlohmann::json pj = point_json(r, s.slo, s.metrics_url);
       out.csv += requests_csv(r, s.slo, fmt_fixed(rate, 3), out.csv.empty());
       const double att =
           pj["summary"]["slo_attainment"].get<double>() *
@@ -435,7 +481,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
   nlohmann::json pts = nlohmann::json::array();
   for (const Point& p : points) {
     const RunResult r = run_point(client, o, s, p);
-    nlohmann::json pj = point_json(r, s.slo);
+    nlohmann::json pj = point_json(r, s.slo, s.metrics_url);
     const std::string label = p.rate ? (std::isinf(*p.rate) ? "inf" : fmt_fixed(*p.rate, 3))
                               : p.concurrency ? std::to_string(*p.concurrency)
                                               : "replay";

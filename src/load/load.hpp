@@ -26,8 +26,9 @@ struct LoadOptions {
   uint64_t seed = 0;
   double request_timeout_s = 600;
   std::string slo;
-  std::string dataset;  // JSON Lines (workload::read_dataset)
-  std::string trace;    // Mooncake JSONL or Azure CSV (--trace-replay)
+  std::string dataset;      // JSON Lines (workload::read_dataset)
+  std::string trace;        // Mooncake JSONL or Azure CSV (--trace-replay)
+  std::string metrics_url;  // "" : URL/metrics; "none": not scraped
   bool find_max_rate = false;
   double slo_attainment = 0.99;
   std::string rate_range = "0.1:100";

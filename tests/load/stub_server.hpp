@@ -99,6 +99,7 @@ enum class Reply { ok, http_500, http_429, malformed, hang, close_mid_stream };
 struct StubOptions {
   double ttft_ms = 100, itl_ms = 20;
   bool latprof_timings = true;      // report latprof_timings in the last chunk
+  bool metrics = true;              // serve GET /metrics (latprof: gauges)
   int64_t extra_prompt_tokens = 0;  // usage.prompt_tokens = tokens asked + this
   std::function<Reply(int64_t seq)> reply = [](int64_t) { return Reply::ok; };
 };
@@ -127,7 +128,7 @@ class StubServer {
   // received (its TTFT); every gap between successive token writes; every write's lateness.
   struct Stats {
     std::vector<double> ttft_ms, gap_ms, lateness_ms;
-    int64_t requests = 0;
+    int64_t requests = 0, scrapes = 0;
   };
   Stats stats() {
     std::lock_guard<std::mutex> l(mu_);
@@ -265,6 +266,28 @@ class StubServer {
       const std::string r =
           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
           std::to_string(b.size()) + "\r\n\r\n" + b;
+      send_all(fd, r.data(), r.size());
+      return;
+    }
+    if (o_.metrics && head.starts_with("GET /metrics")) {
+      int64_t running = 0;
+      for (const auto& [f, cc] : conns_) running += cc.active;
+      const std::string b =
+          "# TYPE latprof:num_requests_running "
+          "gauge\nlatprof:num_requests_running{model=\"stub\"} " +
+          std::to_string(running) +
+          "\nlatprof:num_requests_waiting 0\nlatprof:kv_cache_usage_perc 0.25\n";
+      const std::string r = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+                            std::to_string(b.size()) + "\r\n\r\n" + b;
+      send_all(fd, r.data(), r.size());
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++stats_.scrapes;
+      }
+      return;
+    }
+    if (!head.starts_with("POST ")) {
+      const std::string r = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
       send_all(fd, r.data(), r.size());
       return;
     }

@@ -122,6 +122,12 @@ TEST(LoadCli, JsonAndCsvReportsAgainstTheStub) {
   EXPECT_TRUE(s["client"]["cpu_us_per_token"].is_number());
   EXPECT_LE(s["client"]["max_in_flight"].get<int>(), 4);
   EXPECT_EQ(stub.stats().requests, 16);  // 4 warm-up + 12
+  // the server's gauges, scraped from /metrics at the start and every second
+  ASSERT_TRUE(j["server_metrics"].is_object());
+  EXPECT_TRUE(j["server_metrics"]["error"].is_null());
+  ASSERT_GE(j["server_metrics"]["samples"].size(), 1u);
+  EXPECT_EQ(j["server_metrics"]["samples"][0]["kv_cache_usage"], 0.25);
+  EXPECT_EQ(j["server_metrics"]["samples"][0]["waiting"], 0.0);
   const std::string c = cli_test::slurp(csv);
   EXPECT_EQ(lines(c), 13);
   EXPECT_EQ(c.rfind("point,id,intended_ms", 0), 0u) << c.substr(0, 80);
@@ -142,9 +148,10 @@ TEST(LoadCli, SweepsAndEveryRequestFailing) {
   EXPECT_EQ(j["points"][1]["concurrency"], 3);
   EXPECT_EQ(j["points"][1]["summary"]["requests"], 6);
   EXPECT_EQ(j["points"][0]["summary"]["client"]["max_in_flight"], 1);
+  EXPECT_TRUE(j["points"][0]["server_metrics"].is_object());
 
   r = load("--url " + stub.url() + " --rate 50,inf --max-concurrency 2 --arrival constant " +
-           "--requests 6 --output 3 --json " + js);
+           "--requests 6 --output 3 --metrics-url none --json " + js);
   ASSERT_EQ(r.code, 0) << r.err;
   j = read_json(js);
   ASSERT_EQ(j["points"].size(), 2u);
@@ -155,6 +162,7 @@ TEST(LoadCli, SweepsAndEveryRequestFailing) {
   // inf with at most 2 in flight: the rest wait in the client, and say so
   EXPECT_LE(j["points"][1]["summary"]["client"]["max_in_flight"].get<int>(), 2);
   EXPECT_GT(j["points"][1]["summary"]["client_queue_ms"]["max"].get<double>(), 5.0);
+  EXPECT_TRUE(j["points"][1]["server_metrics"].is_null());
 
   const std::string dead = "http://127.0.0.1:" + std::to_string(load_test::dead_port());
   r = load("--url " + dead + " --model m --requests 3 --json " + js);
@@ -172,17 +180,17 @@ TEST(LoadCli, FindMaxRateAndTraceReplay) {
   load_test::StubServer stub(so);
   const auto d = cli_test::temp_dir("load-search");
   const std::string js = (d / "m.json").string();
-  auto r = load("--url " + stub.url() + " --find-max-rate --slo ttft:2s --rate-range 2:8 " +
+  auto r = load("--url " + stub.url() + " --find-max-rate --slo ttft:2s --rate-range 10:40 " +
                 "--requests 4 --output 2 --json " + js);
   ASSERT_EQ(r.code, 0) << r.err;
   json j = read_json(js);
-  EXPECT_EQ(j["max_rate"]["rate"], 8.0);  // an SLO every rate meets: the top of the range
-  r = load("--url " + stub.url() + " --find-max-rate --slo ttft:1ms --rate-range 2:8 " +
+  EXPECT_EQ(j["max_rate"]["rate"], 40.0);  // an SLO every rate meets: the top of the range
+  r = load("--url " + stub.url() + " --find-max-rate --slo ttft:1ms --rate-range 10:40 " +
            "--requests 4 --output 2 --json " + js);
   ASSERT_EQ(r.code, 0) << r.err;
   j = read_json(js);
   EXPECT_TRUE(j["max_rate"]["rate"].is_null());  // 10 ms TTFT never meets 1 ms
-  EXPECT_NE(r.out.find("no rate in 2:8 meets the SLO"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no rate in 10:40 meets the SLO"), std::string::npos) << r.out;
 
   const std::string moon = (d / "mooncake.jsonl").string();
   std::ofstream(moon)
