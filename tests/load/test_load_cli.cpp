@@ -222,3 +222,42 @@ TEST(LoadCli, FindMaxRateAndTraceReplay) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("nor an Azure CSV trace"), std::string::npos) << r.err;
 }
+
+TEST(LoadCli, ChatDatasetAndRampUp) {
+  load_test::StubOptions so;
+  so.ttft_ms = 5;
+  so.itl_ms = 1;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-chat");
+  const std::string js = (d / "c.json").string(), ds = (d / "d.jsonl").string();
+  std::ofstream(ds) << R"({"input_tokens": 9, "output_tokens": 2})"
+                    << "\n"
+                    << R"({"prompt": "one two three four", "output_tokens": 3})"
+                    << "\n";
+  auto r = load("--url " + stub.url() + " --endpoint chat --dataset " + ds +
+                " --requests 4 --model stub-model --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = read_json(js);
+  ASSERT_EQ(j["requests"].size(), 4u);
+  EXPECT_EQ(j["target"]["url"], stub.url() + "/v1/chat/completions");
+  EXPECT_EQ(j["requests"][0]["output_tokens"], 2);
+  EXPECT_EQ(j["requests"][0]["input_tokens"], 9);  // the stub counts words as tokens
+  EXPECT_EQ(j["requests"][1]["output_tokens"], 3);
+  EXPECT_EQ(j["requests"][1]["input_tokens"], 4);
+  EXPECT_EQ(j["requests"][1]["asked_input_tokens"], 0);  // a text prompt: the server tells
+  EXPECT_TRUE(j["notes"].empty()) << j["notes"];
+
+  // ramp-up: 4 slots started evenly over 0.2 s (requests longer than that: no slot frees early)
+  load_test::StubOptions slow;
+  slow.ttft_ms = 300;
+  load_test::StubServer slow_stub(slow);
+  r = load("--url " + slow_stub.url() +
+           " --concurrency 4 --ramp-up 0.2 --requests 4 --output 2 --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = read_json(js);
+  std::vector<double> intended;
+  for (const auto& q : j["requests"]) intended.push_back(q["intended_ms"].get<double>());
+  std::sort(intended.begin(), intended.end());
+  EXPECT_DOUBLE_EQ(intended[0], 0.0);
+  EXPECT_DOUBLE_EQ(intended[3], 150.0);
+}
