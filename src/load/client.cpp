@@ -145,6 +145,7 @@ class Client::Loop {
   void start_scrape(const std::string& url);
   void finish_scrape(CURL* easy, Transfer& t, CURLcode rc);
   double run_base_ = 0;
+  double armed_ms_ = -1;  // the timerfd's deadline (infinity: disarmed)
 
   ClientOptions o_;
   CURLM* multi_ = nullptr;
@@ -465,6 +466,9 @@ void Client::Loop::drain() {
 }
 
 void Client::Loop::arm_timer(double at_ms) {
+  // Re-arming costs a system call per wake: only when the deadline moves.
+  if (at_ms == armed_ms_ || (std::isinf(at_ms) && std::isinf(armed_ms_))) return;
+  armed_ms_ = at_ms;
   itimerspec its{};
   if (std::isfinite(at_ms)) {
     const auto at = t0_ + std::chrono::duration_cast<Clock::duration>(

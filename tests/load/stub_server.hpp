@@ -174,8 +174,10 @@ class StubServer {
   }
   void loop() {
     std::vector<epoll_event> evs(256);
+    double armed = -1;
     for (;;) {
-      arm_at(tfd_, due_.empty() ? 0 : due_.top().at_ms);
+      const double at = due_.empty() ? 0 : due_.top().at_ms;
+      if (at != armed) arm_at(tfd_, armed = at);
       const int n = epoll_wait(ep_, evs.data(), int(evs.size()), 1000);
       for (int i = 0; i < n; ++i) {
         const int fd = evs[size_t(i)].data.fd;

@@ -278,3 +278,47 @@ TEST(Records, ChunksOfSeveralTokensAsEqualGaps) {
   EXPECT_EQ(to_record(r).itl_ms().size(), 2u);
   EXPECT_DOUBLE_EQ(*tpot_ms(r), 10.0);
 }
+
+// The client's own error against the stub's record as streams grow (reports/load-client.md).
+// A benchmark, not a check: runs only with LATPROF_LOAD_BENCH=1 (e.g. "200,500,1000,2000").
+TEST(LoadClientBench, ErrorAndCpuPerTokenAsStreamsGrow) {
+  const char* env = std::getenv("LATPROF_LOAD_BENCH");
+  if (!env || !*env) GTEST_SKIP() << "set LATPROF_LOAD_BENCH=200,500,1000 to run";
+  std::vector<int64_t> sizes;
+  for (std::string s = env; !s.empty();) {
+    const size_t c = s.find(',');
+    sizes.push_back(std::stoll(s.substr(0, c)));
+    s = c == std::string::npos ? "" : s.substr(c + 1);
+  }
+  std::printf("%8s %10s %10s %10s %10s %10s %10s %12s %12s\n", "streams", "ttft_err50",
+              "ttft_err99", "itl_err50", "itl_err99", "stub_late50", "stub_late99", "cpu_us/tok",
+              "cpu_us/chunk");
+  for (const int64_t n : sizes) {
+    load_test::StubOptions so;
+    so.ttft_ms = 120;
+    so.itl_ms = 100;
+    load_test::StubServer stub(so);
+    Client client(client_for(stub.url()));
+    client.run(closed_plan(n, n, 2, 1 << 20));
+    stub.reset();
+    const int64_t tokens = 20;
+    const RunResult run = client.run(closed_plan(n, 2 * n, tokens));
+    std::vector<double> ttft, itl;
+    int64_t ok = 0;
+    for (const auto& r : run.requests) {
+      if (!r.ok()) continue;
+      ++ok;
+      const RequestRecord rec = to_record(r);
+      ttft.push_back(rec.ttft_ms());
+      const auto g = rec.itl_ms();
+      itl.insert(itl.end(), g.begin(), g.end());
+    }
+    const auto st = stub.stats();
+    std::printf("%8lld %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %12.2f %12.2f   (%lld ok)\n",
+                (long long)n, median(ttft) - median(st.ttft_ms), p99(ttft) - p99(st.ttft_ms),
+                median(itl) - median(st.gap_ms), p99(itl) - p99(st.gap_ms),
+                median(st.lateness_ms), p99(st.lateness_ms),
+                run.cpu_ms * 1e3 / double(ok * tokens), run.cpu_ms * 1e3 / double(ok * tokens),
+                (long long)ok);
+  }
+}
