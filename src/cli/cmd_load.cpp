@@ -80,6 +80,9 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
                   "none: not scraped)");
   sub->add_option("--json", *json_path, "Write the report as JSON");
   sub->add_option("--csv", *csv_path, "Write one CSV row per request");
+  sub->add_flag("--no-ignore-eos", o->no_ignore_eos,
+                "Leave ignore_eos out of requests (for servers that refuse it; output lengths "
+                "then vary, and a note says so)");
   sub->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
   return [=]() -> int {
     for (const auto& [flag, path] :

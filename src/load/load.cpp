@@ -65,6 +65,7 @@ struct Prompts {
   workload::LengthDist input, output;
   std::vector<workload::DatasetEntry> dataset;  // when non-empty: request i uses entry i % size
   uint64_t seed = 0;
+  bool ignore_eos = true;
 
   std::string body(int64_t index, int64_t& in, int64_t& out) const {
     // One generator per request, from the seed and the index: request i's prompt does not
@@ -91,7 +92,7 @@ struct Prompts {
         for (auto& t : p.token_ids) t = id(rng);
       }
     }
-    return request_body(endpoint, model, p, out, true);
+    return request_body(endpoint, model, p, out, true, ignore_eos);
   }
 };
 
@@ -303,6 +304,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
   if (!o.slo.empty()) s.slo = workload::Slo::parse(o.slo);
   s.prompts.endpoint = s.client.endpoint;
   s.prompts.seed = o.seed;
+  s.prompts.ignore_eos = !o.no_ignore_eos;
   s.prompts.input = workload::LengthDist::parse(o.input, "--input");
   s.prompts.output = workload::LengthDist::parse(o.output, "--output");
   if (s.prompts.input.upper() > kMaxTokens || s.prompts.output.upper() > kMaxTokens)
@@ -402,6 +404,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
       {"ramp_up_s", o.ramp_up_s},
       {"warmup", o.warmup},
       {"seed", o.seed},
+      {"ignore_eos", !o.no_ignore_eos},
       {"request_timeout_s", o.request_timeout_s},
       {"slo", s.slo.empty() ? nlohmann::json() : nlohmann::json(s.slo.describe())},
       {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},

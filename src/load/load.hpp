@@ -34,6 +34,7 @@ struct LoadOptions {
   std::string rate_range = "0.1:100";
   std::vector<std::string> argv;
   bool quiet = false;
+  bool no_ignore_eos = false;  // for servers that refuse the field
 };
 
 struct LoadOutput {

@@ -303,6 +303,13 @@ std::vector<std::string> load_notes(const RunResult& run) {
     if (r.completion_tokens && *r.completion_tokens != r.asked_output) ++output_diff;
   }
   std::ostringstream o;
+  for (const RequestResult& r : run.requests)
+    if (!r.ok() && r.error_kind.starts_with("http_4") &&
+        r.error_message.find("ignore_eos") != std::string::npos) {
+      notes.push_back("the server refuses ignore_eos (" + r.error_kind + ": " + r.error_message +
+                      "); --no-ignore-eos leaves it out, and output lengths then vary");
+      break;
+    }
   if (prompt_diff > 0) {
     o << prompt_diff << " of " << ok
       << " requests had a prompt length (usage.prompt_tokens) other than asked: "

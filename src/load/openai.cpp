@@ -15,12 +15,10 @@ const char* endpoint_path(Endpoint e) {
 }
 
 std::string request_body(Endpoint e, const std::string& model, const Prompt& p, int64_t max_tokens,
-                         bool stream) {
-  nlohmann::json j = {{"model", model},
-                      {"max_tokens", max_tokens},
-                      {"temperature", 0},
-                      {"ignore_eos", true},
-                      {"stream", stream}};
+                         bool stream, bool ignore_eos) {
+  nlohmann::json j = {
+      {"model", model}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", stream}};
+  if (ignore_eos) j["ignore_eos"] = true;
   if (stream) j["stream_options"] = {{"include_usage", true}};
   if (e == Endpoint::chat) {
     j["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", p.text}}});

@@ -20,10 +20,10 @@ struct Prompt {
   std::string text;
 };
 
-// A streamed request asking for exactly `max_tokens` (ignore_eos, temperature 0) with usage in
-// the last chunk.
+// A streamed request asking for exactly `max_tokens` (ignore_eos unless told not to, temperature
+// 0) with usage in the last chunk.
 std::string request_body(Endpoint e, const std::string& model, const Prompt& p, int64_t max_tokens,
-                         bool stream);
+                         bool stream, bool ignore_eos = true);
 
 // What one chunk (an SSE event's data, or a whole non-streamed response) says.
 struct Chunk {

@@ -98,7 +98,9 @@ enum class Reply { ok, http_500, http_429, malformed, hang, close_mid_stream };
 
 struct StubOptions {
   double ttft_ms = 100, itl_ms = 20;
-  bool latprof_timings = true;      // report latprof_timings in the last chunk
+  bool latprof_timings = true;  // report latprof_timings in the last chunk
+  // An OpenAI-like server: 400 on ignore_eos; without it, EOS comes after half of max_tokens.
+  bool refuses_ignore_eos = false;
   bool metrics = true;              // serve GET /metrics (latprof: gauges)
   int64_t extra_prompt_tokens = 0;  // usage.prompt_tokens = tokens asked + this
   std::function<Reply(int64_t seq)> reply = [](int64_t) { return Reply::ok; };
@@ -310,6 +312,18 @@ class StubServer {
       c.prompt_tokens = 1 + std::count(t.begin(), t.end(), ' ');
     }
     c.prompt_tokens += o_.extra_prompt_tokens;
+    if (o_.refuses_ignore_eos && j.is_object()) {
+      if (j.contains("ignore_eos")) {
+        const std::string b =
+            R"({"error":{"message":"Unrecognized request argument supplied: ignore_eos","type":"invalid_request_error"}})";
+        const std::string r =
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " +
+            std::to_string(b.size()) + "\r\n\r\n" + b;
+        send_all(fd, r.data(), r.size());
+        return;
+      }
+      c.tokens = std::max<int64_t>(1, c.tokens / 2);
+    }
     c.recv_ms = recv;
     c.emitted = 0;
     if (c.reply == Reply::http_500 || c.reply == Reply::http_429) {

@@ -261,3 +261,20 @@ TEST(LoadCli, ChatDatasetAndRampUp) {
   EXPECT_DOUBLE_EQ(intended[0], 0.0);
   EXPECT_DOUBLE_EQ(intended[3], 150.0);
 }
+
+TEST(LoadCli, AServerThatRefusesIgnoreEos) {
+  load_test::StubOptions so;
+  so.ttft_ms = 2;
+  so.itl_ms = 1;
+  so.refuses_ignore_eos = true;
+  load_test::StubServer stub(so);
+  auto r = load("--url " + stub.url() + " --requests 2 --output 6 --metrics-url none");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("note: the server refuses ignore_eos (http_400"), std::string::npos)
+      << r.out;
+  r = load("--url " + stub.url() + " --requests 2 --output 6 --metrics-url none --no-ignore-eos");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 of 2 requests generated a number of tokens other than max_tokens"),
+            std::string::npos)
+      << r.out;
+}

@@ -316,9 +316,8 @@ TEST(LoadClientBench, ErrorAndCpuPerTokenAsStreamsGrow) {
     const auto st = stub.stats();
     std::printf("%8lld %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %12.2f %12.2f   (%lld ok)\n",
                 (long long)n, median(ttft) - median(st.ttft_ms), p99(ttft) - p99(st.ttft_ms),
-                median(itl) - median(st.gap_ms), p99(itl) - p99(st.gap_ms),
-                median(st.lateness_ms), p99(st.lateness_ms),
-                run.cpu_ms * 1e3 / double(ok * tokens), run.cpu_ms * 1e3 / double(ok * tokens),
-                (long long)ok);
+                median(itl) - median(st.gap_ms), p99(itl) - p99(st.gap_ms), median(st.lateness_ms),
+                p99(st.lateness_ms), run.cpu_ms * 1e3 / double(ok * tokens),
+                run.cpu_ms * 1e3 / double(ok * tokens), (long long)ok);
   }
 }
