@@ -78,6 +78,15 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
   sub->add_option("--metrics-url", o->metrics_url,
                   "The server's Prometheus metrics, scraped every second (default: URL/metrics; "
                   "none: not scraped)");
+  sub->add_option("--cost-model", o->cost_model,
+                  "Physics: the served model's shapes (a built-in name or a model config .json); "
+                  "each request's roofline floor and how far above it it was");
+  sub->add_option("--dtype", o->dtype, "Physics: weights fp16, int8 or int8-w8a8")
+      ->capture_default_str();
+  sub->add_option("--kv-dtype", o->kv_dtype, "Physics: KV cache fp16 or int8")
+      ->capture_default_str();
+  sub->add_option("--hw", o->hw, "Physics: the server's device (latprof hw --list)");
+  sub->add_option("--hw-file", o->hw_file, "Physics: a hardware JSON file");
   sub->add_option("--json", *json_path, "Write the report as JSON");
   sub->add_option("--csv", *csv_path, "Write one CSV row per request");
   sub->add_flag("--no-ignore-eos", o->no_ignore_eos,
@@ -92,6 +101,7 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
     std::vector<std::string> inputs;
     if (!o->dataset.empty()) inputs.push_back(o->dataset);
     if (!o->trace.empty()) inputs.push_back(o->trace);
+    if (!o->hw_file.empty()) inputs.push_back(o->hw_file);
     if (!json_path->empty()) check_not_an_input(*json_path, "--json", inputs);
     if (!csv_path->empty()) check_not_an_input(*csv_path, "--csv", inputs);
     const load::LoadOutput out = load::run_load_command(*o);

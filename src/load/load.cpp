@@ -6,6 +6,7 @@
 #include <ctime>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "load/client.hpp"
 #include "load/load_report.hpp"
 #include "load/openai.hpp"
+#include "load/physics.hpp"
 #include "load/traces.hpp"
 
 namespace latprof::load {
@@ -194,15 +196,20 @@ nlohmann::json metrics_json(const RunResult& r, const std::string& url) {
 }
 
 nlohmann::json point_json(const RunResult& r, const workload::Slo& slo,
-                          const std::string& metrics_url) {
+                          const std::string& metrics_url, Physics* physics) {
   nlohmann::json reqs = nlohmann::json::array();
-  for (const auto& q : r.requests) reqs.push_back(load_request_to_json(q, slo));
+  for (const auto& q : r.requests) {
+    reqs.push_back(load_request_to_json(q, slo));
+    if (physics) reqs.back()["physics"] = physics->request_json(q);
+  }
+  nlohmann::json summary = load_summary_to_json(r, slo);
+  if (physics) summary["physics"] = physics->summary_json(r);
   auto notes = load_notes(r);
   if (!metrics_url.empty() && !r.metrics_error.empty())
     notes.push_back("the server's series were not recorded: " + metrics_url + " gave " +
                     r.metrics_error + " (--metrics-url none stops asking)");
   return {{"requests", std::move(reqs)},
-          {"summary", load_summary_to_json(r, slo)},
+          {"summary", std::move(summary)},
           {"server_metrics", metrics_json(r, metrics_url)},
           {"notes", notes}};
 }
@@ -266,6 +273,12 @@ std::string point_text(const std::string& title, const nlohmann::json& pj) {
       << show(m["running_max"]) << " running, " << show(m["waiting_max"])
       << " waiting, KV cache use up to " << show(m["kv_cache_usage_max"]) << "\n";
   }
+  if (const auto& p = s["physics"]; p.is_object() && !p["e2e_over_floor"].is_null())
+    o << "  physics (" << p["cost_model"].get<std::string>() << " on " << p["hw"].get<std::string>()
+      << ", batch-1 floor): E2E floor p50 " << fmt_fixed(p["floor_e2e_ms"]["p50"].get<double>(), 2)
+      << " ms; requests took " << fmt_fixed(p["e2e_over_floor"]["p50"].get<double>(), 2)
+      << "x it at the median, " << fmt_fixed(p["e2e_over_floor"]["p99"].get<double>(), 2)
+      << "x at p99\n";
   for (const auto& n : pj["notes"]) o << "  note: " << n.get<std::string>() << "\n";
   return o.str();
 }
@@ -365,6 +378,19 @@ LoadOutput run_load_command(const LoadOptions& o) {
           "--find-max-rate runs --requests N at each rate; give --requests, not --duration");
   }
 
+  std::unique_ptr<Physics> physics;
+  if (!o.cost_model.empty()) {
+    PhysicsOptions po;
+    po.cost_model = o.cost_model;
+    po.dtype = o.dtype;
+    po.kv_dtype = o.kv_dtype;
+    po.hw = o.hw;
+    po.hw_file = o.hw_file;
+    physics = std::make_unique<Physics>(po);
+  } else if (!o.hw.empty() || !o.hw_file.empty()) {
+    usage_error("--hw and --hw-file give the device of --cost-model: add --cost-model NAME");
+  }
+
   // ---- the model: as given, or the server's first ----
   std::string model = o.model;
   if (model.empty()) {
@@ -439,7 +465,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
     nlohmann::json probes = nlohmann::json::array();
     auto probe = [&](double rate) {
       const RunResult r = run_point(client, o, s, {rate, {}});
-      nlohmann::json pj = point_json(r, s.slo, s.metrics_url);
+      nlohmann::json pj = point_json(r, s.slo, s.metrics_url, physics.get());
       out.csv += requests_csv(r, s.slo, fmt_fixed(rate, 3), out.csv.empty());
       const double att =
           pj["summary"]["slo_attainment"].get<double>() *
@@ -484,7 +510,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
   nlohmann::json pts = nlohmann::json::array();
   for (const Point& p : points) {
     const RunResult r = run_point(client, o, s, p);
-    nlohmann::json pj = point_json(r, s.slo, s.metrics_url);
+    nlohmann::json pj = point_json(r, s.slo, s.metrics_url, physics.get());
     const std::string label = p.rate ? (std::isinf(*p.rate) ? "inf" : fmt_fixed(*p.rate, 3))
                               : p.concurrency ? std::to_string(*p.concurrency)
                                               : "replay";

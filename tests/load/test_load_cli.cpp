@@ -62,6 +62,10 @@ TEST(LoadCli, BadFlagsAndUrlsAreOneLineAndExit2) {
       {"--url " + dead + " --model m --trace-replay " + D + "/missing.csv", "cannot open"},
       {"--url " + dead + " --model m --json " + D, "--json"},
       {"--url " + dead, "is the server running"},
+      {"--url " + dead + " --model m --cost-model nosuchmodel --hw h100-sxm", "nosuchmodel"},
+      {"--url " + dead + " --model m --cost-model tiny", "no device"},
+      {"--url " + dead + " --model m --hw h100-sxm", "add --cost-model"},
+      {"--url " + dead + " --model m --cost-model tiny --hw h100-sxm --dtype fp8", "fp8"},
   };
   for (const BadCase& c : cases) {
     const auto r = load(c.args);
@@ -277,4 +281,34 @@ TEST(LoadCli, AServerThatRefusesIgnoreEos) {
   EXPECT_NE(r.out.find("2 of 2 requests generated a number of tokens other than max_tokens"),
             std::string::npos)
       << r.out;
+}
+
+TEST(LoadCli, PhysicsFloorPerRequest) {
+  load_test::StubOptions so;
+  so.ttft_ms = 10;
+  so.itl_ms = 2;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-physics");
+  const std::string js = (d / "p.json").string();
+  const auto r = load("--url " + stub.url() + " --requests 3 --input 16 --output 6 " +
+                      "--cost-model tiny --hw h100-sxm --metrics-url none --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("physics (tiny on"), std::string::npos) << r.out;
+  const json j = read_json(js);
+  for (const auto& q : j["requests"]) {
+    const json& p = q["physics"];
+    ASSERT_TRUE(p.is_object()) << q;
+    const double floor = p["floor_ms"]["e2e"].get<double>();
+    EXPECT_GT(floor, 0.0);
+    EXPECT_LT(floor, 1.0);  // a tiny model on an H100: microseconds
+    EXPECT_NEAR(p["above_floor_ms"].get<double>(), q["e2e_ms"].get<double>() - floor, 1e-9);
+    const json& x = p["excess_ms"];
+    EXPECT_NEAR(x["scheduling"].get<double>() + x["kernels_and_batching"].get<double>() +
+                    x["outside_engine"].get<double>(),
+                p["above_floor_ms"].get<double>(), 1e-6);
+    // the stub's prefill and decode (10 + 5 x 2 ms) are nearly all above the floor
+    EXPECT_NEAR(x["kernels_and_batching"].get<double>(), 20.0, 2.0);
+  }
+  EXPECT_EQ(j["summary"]["physics"]["requests"], 3);
+  EXPECT_EQ(j["summary"]["physics"]["cost_model"], "tiny");
 }
