@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/utf8.hpp"
 #include "load/load.hpp"
+#include "load/load_export.hpp"
 
 namespace latprof::cli {
 
@@ -16,6 +17,8 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
   o->argv = std::move(argv);
   auto json_path = std::make_shared<std::string>();
   auto csv_path = std::make_shared<std::string>();
+  auto trace_path = std::make_shared<std::string>();
+  auto jsonl_path = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
       "load",
       "Profile an OpenAI-compatible endpoint under load: TTFT, TPOT, ITL, E2E from the client, "
@@ -89,25 +92,36 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
   sub->add_option("--hw-file", o->hw_file, "Physics: a hardware JSON file");
   sub->add_option("--json", *json_path, "Write the report as JSON");
   sub->add_option("--csv", *csv_path, "Write one CSV row per request");
+  sub->add_option("--trace", *trace_path,
+                  "Write a Chrome/Perfetto trace: a track per request, requests in flight and the "
+                  "server's gauges as counters");
+  sub->add_option("--jsonl", *jsonl_path,
+                  "Append one JSON line per run (the report without per-request records)");
   sub->add_flag("--no-ignore-eos", o->no_ignore_eos,
                 "Leave ignore_eos out of requests (for servers that refuse it; output lengths "
                 "then vary, and a note says so)");
   sub->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
   return [=]() -> int {
-    for (const auto& [flag, path] :
-         {std::pair<const char*, std::string>{"--json", *json_path}, {"--csv", *csv_path}})
-      if (!path.empty()) check_writable(path, flag);
-    check_distinct_outputs({{"--json", *json_path}, {"--csv", *csv_path}});
+    const std::vector<std::pair<std::string, std::string>> outputs = {{"--json", *json_path},
+                                                                      {"--csv", *csv_path},
+                                                                      {"--trace", *trace_path},
+                                                                      {"--jsonl", *jsonl_path}};
+    for (const auto& [flag, path] : outputs)
+      if (!path.empty()) check_writable(path, flag.c_str());
+    check_distinct_outputs(outputs);
     std::vector<std::string> inputs;
     if (!o->dataset.empty()) inputs.push_back(o->dataset);
     if (!o->trace.empty()) inputs.push_back(o->trace);
     if (!o->hw_file.empty()) inputs.push_back(o->hw_file);
-    if (!json_path->empty()) check_not_an_input(*json_path, "--json", inputs);
-    if (!csv_path->empty()) check_not_an_input(*csv_path, "--csv", inputs);
+    for (const auto& [flag, path] : outputs)
+      if (!path.empty()) check_not_an_input(path, flag.c_str(), inputs);
     const load::LoadOutput out = load::run_load_command(*o);
     if (!o->quiet) std::fputs(out.text.c_str(), stdout);
     if (!json_path->empty()) write_file_atomic(*json_path, out.report.dump(2) + "\n");
     if (!csv_path->empty()) write_file_atomic(*csv_path, out.csv);
+    if (!trace_path->empty())
+      write_file_atomic(*trace_path, load::load_trace_json(out.report).dump() + "\n");
+    if (!jsonl_path->empty()) append_line_atomic(*jsonl_path, load::load_jsonl_line(out.report));
     if (!out.all_failed.empty()) {  // reported in full above; the exit status says it too
       std::fprintf(stderr, "latprof: %s\n", out.all_failed.c_str());
       return 1;

@@ -219,6 +219,7 @@ nlohmann::json load_request_to_json(const RequestResult& r, const workload::Slo&
   j["asked_input_tokens"] = r.asked_input;
   j["asked_output_tokens"] = r.asked_output;
   j["chunks"] = int64_t(r.chunk_ms.size());
+  j["done_ms"] = r.done_ms;
   j["status"] = r.status > 0 ? nlohmann::json(r.status) : nlohmann::json();
   j["phases_ms"] = phases_json(r);
   j["server"] = server_json(r);

@@ -84,8 +84,10 @@ TEST(LoadCli, JsonAndCsvReportsAgainstTheStub) {
   load_test::StubServer stub(so);
   const auto d = cli_test::temp_dir("load-json");
   const std::string js = (d / "r.json").string(), csv = (d / "r.csv").string();
+  const std::string tr = (d / "r.trace.json").string(), jl = (d / "r.jsonl").string();
   const auto r = load("--url " + stub.url() + "/v1 --concurrency 4 --requests 12 --warmup 4 " +
-                      "--input 16 --output 6 --slo ttft:1s --json " + js + " --csv " + csv);
+                      "--input 16 --output 6 --slo ttft:1s --json " + js + " --csv " + csv +
+                      " --trace " + tr + " --jsonl " + jl);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("TTFT (ms)"), std::string::npos) << r.out;
   std::fputs(r.out.c_str(), stdout);  // the printed summary, in the test log
@@ -135,6 +137,23 @@ TEST(LoadCli, JsonAndCsvReportsAgainstTheStub) {
   const std::string c = cli_test::slurp(csv);
   EXPECT_EQ(lines(c), 13);
   EXPECT_EQ(c.rfind("point,id,intended_ms", 0), 0u) << c.substr(0, 80);
+  // the trace: a track per request, its slices and one instant per chunk
+  const json t = read_json(tr);
+  int streaming = 0, chunks = 0, names = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["name"] == "streaming") ++streaming;
+    if (e["name"] == "chunk") ++chunks;
+    if (e["name"] == "thread_name") ++names;
+  }
+  EXPECT_EQ(streaming, 12);
+  EXPECT_EQ(chunks, 12 * 6);
+  EXPECT_EQ(names, 12);
+  // one JSON line, without the per-request records
+  const std::string line = cli_test::slurp(jl);
+  EXPECT_EQ(lines(line), 1);
+  const json l = json::parse(line);
+  EXPECT_FALSE(l.contains("requests"));
+  EXPECT_EQ(l["summary"]["requests"], 12);
 }
 
 TEST(LoadCli, SweepsAndEveryRequestFailing) {
