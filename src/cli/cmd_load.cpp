@@ -102,6 +102,10 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
                 "then vary, and a note says so)");
   sub->add_flag("--quiet,-q", o->quiet, "Print nothing but errors");
   return [=]() -> int {
+    if (sub->get_option("--duration")->count() > 0 && !(o->duration_s > 0))
+      usage_error("--duration must be a number of seconds > 0");
+    if (sub->get_option("--requests")->count() > 0 && o->requests < 1)
+      usage_error("--requests must be from 1 to 10000000");
     const std::vector<std::pair<std::string, std::string>> outputs = {{"--json", *json_path},
                                                                       {"--csv", *csv_path},
                                                                       {"--trace", *trace_path},

@@ -303,8 +303,10 @@ LoadOutput run_load_command(const LoadOptions& o) {
     usage_error("--burstiness must be a positive number (1 is Poisson, below 1 burstier)");
   if (o.burstiness != 1 && s.arrival != workload::Arrival::gamma)
     usage_error("--burstiness applies to --arrival gamma only");
-  if (o.requests < 0) usage_error("--requests must be >= 1");
-  if (o.warmup < 0) usage_error("--warmup must be >= 0");
+  if (o.requests < 0 || o.requests > kMaxDatasetEntries)
+    usage_error("--requests must be from 1 to 10000000");
+  if (o.warmup < 0 || o.warmup > kMaxDatasetEntries)
+    usage_error("--warmup must be from 0 to 10000000");
   if (o.max_concurrency < 0) usage_error("--max-concurrency must be >= 1");
   if (!(o.duration_s >= 0) || !std::isfinite(o.duration_s))
     usage_error("--duration must be a number of seconds > 0");

@@ -58,6 +58,11 @@ TEST(LoadCli, BadFlagsAndUrlsAreOneLineAndExit2) {
       {"--url " + dead + " --model m --slo ttft", "not METRIC:VALUE"},
       {"--url " + dead + " --model m --request-timeout 0", "--request-timeout"},
       {"--url " + dead + " --model m --duration -1", "--duration"},
+      {"--url " + dead + " --model m --duration 0", "--duration must be"},
+      {"--url " + dead + " --model m --duration nan", "--duration"},
+      {"--url " + dead + " --model m --requests 0", "--requests must be"},
+      {"--url " + dead + " --model m --requests 100000000000", "--requests must be"},
+      {"--url " + dead + " --model m --rate inf --duration 1", "give --requests"},
       {"--url " + dead + " --model m --dataset " + D + "/missing.jsonl", "cannot open"},
       {"--url " + dead + " --model m --trace-replay " + D + "/missing.csv", "cannot open"},
       {"--url " + dead + " --model m --json " + D, "--json"},
@@ -330,4 +335,20 @@ TEST(LoadCli, PhysicsFloorPerRequest) {
   }
   EXPECT_EQ(j["summary"]["physics"]["requests"], 3);
   EXPECT_EQ(j["summary"]["physics"]["cost_model"], "tiny");
+}
+
+TEST(LoadCli, OpenLoopForADuration) {
+  load_test::StubOptions so;
+  so.ttft_ms = 2;
+  so.itl_ms = 1;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-duration");
+  const std::string js = (d / "u.json").string();
+  const auto r = load("--url " + stub.url() + " --rate 100 --arrival constant --duration 0.3 " +
+                      "--output 2 --metrics-url none --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = read_json(js);
+  EXPECT_EQ(j["requests"].size(), 30u);  // 0, 10, ..., 290 ms
+  EXPECT_TRUE(j["load"]["requests"].is_null());
+  EXPECT_LT(j["requests"].back()["intended_ms"].get<double>(), 300.0);
 }
