@@ -66,6 +66,8 @@ struct Prompts {
   std::string model;
   workload::LengthDist input, output;
   std::vector<workload::DatasetEntry> dataset;  // when non-empty: request i uses entry i % size
+  // Mooncake traces: per entry, the ids of its 512-token prompt blocks (equal ids, equal blocks)
+  std::vector<std::vector<int64_t>> hash_ids;
   uint64_t seed = 0;
   bool ignore_eos = true;
 
@@ -74,8 +76,11 @@ struct Prompts {
     // depend on the order requests were sent in.
     std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + uint64_t(index) + 1);
     Prompt p;
+    const std::vector<int64_t>* blocks = nullptr;
     if (!dataset.empty()) {
-      const auto& e = dataset[size_t(index) % dataset.size()];
+      const size_t k = size_t(index) % dataset.size();
+      const auto& e = dataset[k];
+      if (k < hash_ids.size() && !hash_ids[k].empty()) blocks = &hash_ids[k];
       out = e.output_tokens;
       in = e.input_tokens;  // 0 for a text prompt: its length is the server's to tell
       p.text = e.prompt;
@@ -84,14 +89,28 @@ struct Prompts {
       out = output.sample(rng, kMaxTokens);
     }
     if (p.text.empty()) {
+      // Position i's generator: the request's own, or within a trace's hash block, the
+      // block's (the same block id gives the same tokens in every request that names it).
+      std::mt19937_64 block_rng;
+      int64_t block = -1;
+      auto gen = [&](int64_t i) -> std::mt19937_64& {
+        const int64_t b = i / kTraceBlockTokens;
+        if (!blocks || b >= int64_t(blocks->size())) return rng;
+        if (b != block) {
+          block = b;
+          block_rng.seed(seed * 0xD1B54A32D192ED03ull + uint64_t((*blocks)[size_t(b)]));
+        }
+        return block_rng;
+      };
       if (endpoint == Endpoint::chat) {
         std::uniform_int_distribution<size_t> w(0, std::size(kWords) - 1);
-        p.text = "request " + std::to_string(index);  // differs from the first words on
-        for (int64_t i = 2; i < in; ++i) p.text.append(" ").append(kWords[w(rng)]);
+        if (!blocks) p.text = "request " + std::to_string(index);  // unique from the start
+        for (int64_t i = blocks ? 0 : 2; i < in; ++i)
+          p.text.append(p.text.empty() ? "" : " ").append(kWords[w(gen(i))]);
       } else {
         std::uniform_int_distribution<int32_t> id(kFirstId, kLastId);
         p.token_ids.resize(size_t(in));
-        for (auto& t : p.token_ids) t = id(rng);
+        for (int64_t i = 0; i < in; ++i) p.token_ids[size_t(i)] = id(gen(i));
       }
     }
     return request_body(endpoint, model, p, out, true, ignore_eos);
@@ -327,7 +346,8 @@ LoadOutput run_load_command(const LoadOptions& o) {
   if (!o.dataset.empty() && !o.trace.empty())
     usage_error("give --dataset or --trace-replay, not both");
   if (!o.dataset.empty()) s.prompts.dataset = workload::read_dataset(o.dataset, kMaxDatasetEntries);
-  if (!o.trace.empty()) s.prompts.dataset = read_trace(o.trace, kMaxDatasetEntries);
+  if (!o.trace.empty())
+    s.prompts.dataset = read_trace(o.trace, kMaxDatasetEntries, &s.prompts.hash_ids);
   const bool replay =
       !o.trace.empty() ||
       (!s.prompts.dataset.empty() && o.rate.empty() && o.concurrency.empty() &&

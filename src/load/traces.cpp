@@ -43,7 +43,9 @@ double azure_time_ms(const std::string& s) {
 
 }  // namespace
 
-std::vector<workload::DatasetEntry> read_trace(const std::string& path, int64_t max_entries) {
+std::vector<workload::DatasetEntry> read_trace(const std::string& path, int64_t max_entries,
+                                               std::vector<std::vector<int64_t>>* hash_ids) {
+  if (hash_ids) hash_ids->clear();
   std::ifstream in(path, std::ios::binary);
   if (!in) usage_error("--trace-replay " + path + ": cannot open the file");
   std::vector<workload::DatasetEntry> out;
@@ -84,6 +86,15 @@ std::vector<workload::DatasetEntry> read_trace(const std::string& path, int64_t 
       e.arrival_ms = t;
       e.input_tokens = tokens(j["input_length"].get<int64_t>(), "input_length");
       e.output_tokens = tokens(j["output_length"].get<int64_t>(), "output_length");
+      std::vector<int64_t> ids;
+      if (j.contains("hash_ids")) {
+        if (!j["hash_ids"].is_array()) bad("\"hash_ids\" must be an array of integers");
+        for (const auto& h : j["hash_ids"]) {
+          if (!h.is_number_integer()) bad("\"hash_ids\" must be an array of integers");
+          ids.push_back(h.get<int64_t>());
+        }
+      }
+      if (hash_ids) hash_ids->push_back(std::move(ids));
     } else {
       const auto cells = split_csv(line);
       if (col_t < 0) {  // the header
@@ -113,6 +124,7 @@ std::vector<workload::DatasetEntry> read_trace(const std::string& path, int64_t 
       e.arrival_ms = t;
       e.input_tokens = integer(cells[size_t(col_in)], "ContextTokens");
       e.output_tokens = integer(cells[size_t(col_out)], "GeneratedTokens");
+      if (hash_ids) hash_ids->emplace_back();
     }
     out.push_back(std::move(e));
   }

@@ -13,6 +13,11 @@
 namespace latprof::load {
 
 // Throws UsageError naming the file, the line and the problem. At most max_entries entries.
-std::vector<workload::DatasetEntry> read_trace(const std::string& path, int64_t max_entries);
+// `hash_ids` (when given) receives each entry's Mooncake hash_ids (empty for Azure): the ids of
+// its prompt's 512-token blocks, equal ids meaning equal blocks (shared prefixes).
+std::vector<workload::DatasetEntry> read_trace(
+    const std::string& path, int64_t max_entries,
+    std::vector<std::vector<int64_t>>* hash_ids = nullptr);
+inline constexpr int64_t kTraceBlockTokens = 512;
 
 }  // namespace latprof::load

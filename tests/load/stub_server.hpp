@@ -131,6 +131,7 @@ class StubServer {
   struct Stats {
     std::vector<double> ttft_ms, gap_ms, lateness_ms;
     int64_t requests = 0, scrapes = 0;
+    std::vector<std::vector<int64_t>> prompts;  // token-id prompts, in arrival order
   };
   Stats stats() {
     std::lock_guard<std::mutex> l(mu_);
@@ -305,8 +306,11 @@ class StubServer {
     c.chat = head.find("/chat/") != std::string::npos;
     c.tokens = j.is_object() && j.contains("max_tokens") ? j["max_tokens"].get<int64_t>() : 16;
     c.prompt_tokens = 0;
-    if (j.is_object() && j.contains("prompt") && j["prompt"].is_array())
+    if (j.is_object() && j.contains("prompt") && j["prompt"].is_array()) {
       c.prompt_tokens = int64_t(j["prompt"].size());
+      std::lock_guard<std::mutex> l(mu_);
+      stats_.prompts.push_back(j["prompt"].get<std::vector<int64_t>>());
+    }
     if (j.is_object() && j.contains("messages")) {
       const std::string t = j["messages"][0]["content"].get<std::string>();
       c.prompt_tokens = 1 + std::count(t.begin(), t.end(), ' ');

@@ -226,8 +226,15 @@ TEST(LoadCli, FindMaxRateAndTraceReplay) {
       << "\n"
       << R"({"timestamp": 1150, "input_length": 20, "output_length": 2, "hash_ids": [2]})"
       << "\n";
+  stub.reset();
   r = load("--url " + stub.url() + " --trace-replay " + moon + " --json " + js);
   ASSERT_EQ(r.code, 0) << r.err;
+  {
+    const auto prompts = stub.stats().prompts;
+    ASSERT_EQ(prompts.size(), 2u);
+    EXPECT_EQ(prompts[0].size(), 12u);
+    EXPECT_EQ(prompts[1].size(), 20u);
+  }
   j = read_json(js);
   ASSERT_EQ(j["requests"].size(), 2u);
   EXPECT_EQ(j["requests"][1]["intended_ms"], 150.0);
@@ -351,4 +358,27 @@ TEST(LoadCli, OpenLoopForADuration) {
   EXPECT_EQ(j["requests"].size(), 30u);  // 0, 10, ..., 290 ms
   EXPECT_TRUE(j["load"]["requests"].is_null());
   EXPECT_LT(j["requests"].back()["intended_ms"].get<double>(), 300.0);
+}
+
+// Mooncake's hash_ids: requests naming the same 512-token block send the same tokens there.
+TEST(LoadCli, TraceBlocksSharedByHashId) {
+  load_test::StubOptions so;
+  so.ttft_ms = 2;
+  so.itl_ms = 1;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-blocks");
+  const std::string moon = (d / "m.jsonl").string();
+  std::ofstream(moon)
+      << R"({"timestamp": 0, "input_length": 1024, "output_length": 2, "hash_ids": [7, 8]})"
+      << "\n"
+      << R"({"timestamp": 10, "input_length": 1100, "output_length": 2, "hash_ids": [7, 9, 10]})"
+      << "\n";
+  const auto r = load("--url " + stub.url() + " --trace-replay " + moon + " --metrics-url none");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = stub.stats().prompts;
+  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(p[0].size(), 1024u);
+  ASSERT_EQ(p[1].size(), 1100u);
+  EXPECT_TRUE(std::equal(p[0].begin(), p[0].begin() + 512, p[1].begin()));       // block 7
+  EXPECT_FALSE(std::equal(p[0].begin() + 512, p[0].end(), p[1].begin() + 512));  // 8 vs 9
 }
