@@ -97,6 +97,9 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
                   "server's gauges as counters");
   sub->add_option("--jsonl", *jsonl_path,
                   "Append one JSON line per run (the report without per-request records)");
+  sub->add_option("--tokenizer", o->tokenizer,
+                  "Chat prompts of exact lengths: a tokenizer.json (or a Hugging Face directory), "
+                  "or 'server' to size them with the server's /tokenize");
   sub->add_flag("--no-ignore-eos", o->no_ignore_eos,
                 "Leave ignore_eos out of requests (for servers that refuse it; output lengths "
                 "then vary, and a note says so)");
@@ -117,6 +120,7 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
     if (!o->dataset.empty()) inputs.push_back(o->dataset);
     if (!o->trace.empty()) inputs.push_back(o->trace);
     if (!o->hw_file.empty()) inputs.push_back(o->hw_file);
+    if (!o->tokenizer.empty() && o->tokenizer != "server") inputs.push_back(o->tokenizer);
     for (const auto& [flag, path] : outputs)
       if (!path.empty()) check_not_an_input(path, flag.c_str(), inputs);
     const load::LoadOutput out = load::run_load_command(*o);

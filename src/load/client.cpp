@@ -664,8 +664,10 @@ MetricsSample parse_prometheus(const std::string& text) {
   return m;
 }
 
-std::optional<std::string> http_get(const std::string& url, const std::string& api_key,
-                                    double timeout_s, std::string& error, int* status) {
+namespace {
+std::optional<std::string> http_blocking(const std::string& url, const std::string& api_key,
+                                         const std::string* post, double timeout_s,
+                                         std::string& error, int* status) {
   curl_once();
   CURL* e = curl_easy_init();
   if (!e) throw std::runtime_error("curl_easy_init failed");
@@ -673,6 +675,11 @@ std::optional<std::string> http_get(const std::string& url, const std::string& a
   char errbuf[CURL_ERROR_SIZE] = {};
   curl_slist* h = nullptr;
   if (!api_key.empty()) h = curl_slist_append(h, ("Authorization: Bearer " + api_key).c_str());
+  if (post) {
+    h = curl_slist_append(h, "Content-Type: application/json");
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, post->data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(post->size()));
+  }
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_PROXY, "");
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -696,6 +703,18 @@ std::optional<std::string> http_get(const std::string& url, const std::string& a
     return std::nullopt;
   }
   return body;
+}
+}  // namespace
+
+std::optional<std::string> http_get(const std::string& url, const std::string& api_key,
+                                    double timeout_s, std::string& error, int* status) {
+  return http_blocking(url, api_key, nullptr, timeout_s, error, status);
+}
+
+std::optional<std::string> http_post_json(const std::string& url, const std::string& api_key,
+                                          const std::string& body, double timeout_s,
+                                          std::string& error, int* status) {
+  return http_blocking(url, api_key, &body, timeout_s, error, status);
 }
 
 std::string normalize_base_url(const std::string& url, const char* flag) {

@@ -118,6 +118,10 @@ RunResult run_load(const ClientOptions& o, const LoadPlan& plan);
 // A blocking GET (for /v1/models, /metrics): the body, or std::nullopt with `error` set.
 std::optional<std::string> http_get(const std::string& url, const std::string& api_key,
                                     double timeout_s, std::string& error, int* status = nullptr);
+// A blocking POST of a JSON body, likewise.
+std::optional<std::string> http_post_json(const std::string& url, const std::string& api_key,
+                                          const std::string& body, double timeout_s,
+                                          std::string& error, int* status = nullptr);
 
 // Checks that `url` is http(s)://HOST[:PORT][/PATH] and returns it without a trailing '/'.
 // UsageError otherwise.

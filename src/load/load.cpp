@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "core/input_file.hpp"
 #include "core/workload.hpp"
 #include "latprof/build_info.hpp"
 #include "load/client.hpp"
@@ -19,6 +21,7 @@
 #include "load/openai.hpp"
 #include "load/physics.hpp"
 #include "load/traces.hpp"
+#include "model/tokenizer_vocab.hpp"
 
 namespace latprof::load {
 
@@ -70,6 +73,10 @@ struct Prompts {
   std::vector<std::vector<int64_t>> hash_ids;
   uint64_t seed = 0;
   bool ignore_eos = true;
+  // chat: a tokenizer that makes a text of exactly N tokens, or the words per token the server's
+  // /tokenize measured (1 when neither)
+  std::shared_ptr<const Tokenizer> tokenizer;
+  double words_per_token = 1;
 
   std::string body(int64_t index, int64_t& in, int64_t& out) const {
     // One generator per request, from the seed and the index: request i's prompt does not
@@ -102,10 +109,13 @@ struct Prompts {
         }
         return block_rng;
       };
-      if (endpoint == Endpoint::chat) {
+      if (endpoint == Endpoint::chat && tokenizer && !blocks) {
+        p.text = tokenizer->make_prompt(in, seed * 0x9E3779B97F4A7C15ull + uint64_t(index) + 1);
+      } else if (endpoint == Endpoint::chat) {
         std::uniform_int_distribution<size_t> w(0, std::size(kWords) - 1);
         if (!blocks) p.text = "request " + std::to_string(index);  // unique from the start
-        for (int64_t i = blocks ? 0 : 2; i < in; ++i)
+        const int64_t words = std::max<int64_t>(1, std::llround(double(in) * words_per_token));
+        for (int64_t i = blocks ? 0 : 2; i < words; ++i)
           p.text.append(p.text.empty() ? "" : " ").append(kWords[w(gen(i))]);
       } else {
         std::uniform_int_distribution<int32_t> id(kFirstId, kLastId);
@@ -302,6 +312,52 @@ std::string point_text(const std::string& title, const nlohmann::json& pj) {
   return o.str();
 }
 
+// A tokenizer.json (or a Hugging Face directory holding one, with its tokenizer_config.json).
+std::shared_ptr<const Tokenizer> load_tokenizer(const std::string& path) {
+  constexpr size_t kMaxBytes = size_t(64) << 20;
+  std::error_code ec;
+  const bool dir = std::filesystem::is_directory(path, ec);
+  const std::string file = dir ? path + "/tokenizer.json" : path;
+  const auto parse = [&](const std::string& f) {
+    const nlohmann::json j =
+        nlohmann::json::parse(read_input_file(f, "--tokenizer", kMaxBytes), nullptr, false);
+    if (j.is_discarded()) usage_error("--tokenizer " + f + ": not JSON (give a tokenizer.json)");
+    return j;
+  };
+  const nlohmann::json tok = parse(file);
+  nlohmann::json config;
+  if (dir && std::filesystem::exists(path + "/tokenizer_config.json", ec))
+    config = parse(path + "/tokenizer_config.json");
+  return tokenizer_from_json(tok, config.is_null() ? nullptr : &config, "--tokenizer " + file);
+}
+
+// Words of kWords per token, from the server's /tokenize (vLLM: {"model", "prompt"} -> "count";
+// llama.cpp: {"content"} -> "tokens").
+double server_words_per_token(const std::string& base, const std::string& api_key,
+                              const std::string& model) {
+  constexpr int kWordsProbe = 1000;
+  std::string text;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<size_t> w(0, std::size(kWords) - 1);
+  for (int i = 0; i < kWordsProbe; ++i) text.append(i ? " " : "").append(kWords[w(rng)]);
+  std::string err;
+  const nlohmann::json req = {
+      {"model", model}, {"prompt", text}, {"content", text}, {"add_special_tokens", false}};
+  const auto body = http_post_json(base + "/tokenize", api_key, req.dump(), 10, err);
+  if (!body)
+    usage_error("--tokenizer server: " + base + "/tokenize could not size a prompt (" + err +
+                "); give --tokenizer tokenizer.json instead");
+  const nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
+  int64_t count = 0;
+  if (j.is_object() && j.contains("count") && j["count"].is_number_integer())
+    count = j["count"].get<int64_t>();
+  else if (j.is_object() && j.contains("tokens") && j["tokens"].is_array())
+    count = int64_t(j["tokens"].size());
+  if (count <= 0)
+    usage_error("--tokenizer server: " + base + "/tokenize answered neither count nor tokens");
+  return double(kWordsProbe) / double(count);
+}
+
 }  // namespace
 
 LoadOutput run_load_command(const LoadOptions& o) {
@@ -426,6 +482,17 @@ LoadOutput run_load_command(const LoadOptions& o) {
     model = ids.front();
   }
   s.prompts.model = model;
+  if (!o.tokenizer.empty()) {
+    if (s.client.endpoint != Endpoint::chat)
+      usage_error(
+          "--tokenizer sizes chat prompts; --endpoint completions sends token ids, exact "
+          "already");
+    if (o.tokenizer == "server") {
+      s.prompts.words_per_token = server_words_per_token(base, o.api_key, model);
+    } else {
+      s.prompts.tokenizer = load_tokenizer(o.tokenizer);
+    }
+  }
 
   // ---- run ----
   LoadOutput out;
@@ -453,6 +520,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
       {"warmup", o.warmup},
       {"seed", o.seed},
       {"ignore_eos", !o.no_ignore_eos},
+      {"tokenizer", o.tokenizer.empty() ? nlohmann::json() : nlohmann::json(o.tokenizer)},
       {"request_timeout_s", o.request_timeout_s},
       {"slo", s.slo.empty() ? nlohmann::json() : nlohmann::json(s.slo.describe())},
       {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},

@@ -35,6 +35,7 @@ struct LoadOptions {
   std::vector<std::string> argv;
   bool quiet = false;
   bool no_ignore_eos = false;  // for servers that refuse the field
+  std::string tokenizer;       // chat prompts: "" (a word a token), "server" (/tokenize) or a path
   // --cost-model NAME|CONFIG --dtype --kv-dtype --hw|--hw-file: each request's physical floor
   std::string cost_model, dtype = "fp16", kv_dtype = "fp16", hw, hw_file;
 };

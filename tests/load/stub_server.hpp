@@ -132,6 +132,7 @@ class StubServer {
     std::vector<double> ttft_ms, gap_ms, lateness_ms;
     int64_t requests = 0, scrapes = 0;
     std::vector<std::vector<int64_t>> prompts;  // token-id prompts, in arrival order
+    std::vector<std::string> chat_texts;        // chat messages' content, in arrival order
   };
   Stats stats() {
     std::lock_guard<std::mutex> l(mu_);
@@ -296,6 +297,18 @@ class StubServer {
       send_all(fd, r.data(), r.size());
       return;
     }
+    if (head.starts_with("POST /tokenize")) {  // vLLM's form; a word is two tokens here
+      const nlohmann::json t = nlohmann::json::parse(body, nullptr, false);
+      const std::string text =
+          t.is_object() && t.contains("prompt") ? t["prompt"].get<std::string>() : "";
+      const int64_t words = text.empty() ? 0 : 1 + std::count(text.begin(), text.end(), ' ');
+      const std::string b = "{\"count\":" + std::to_string(2 * words) + ",\"max_model_len\":4096}";
+      const std::string r =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+          std::to_string(b.size()) + "\r\n\r\n" + b;
+      send_all(fd, r.data(), r.size());
+      return;
+    }
     int64_t seq;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -314,6 +327,8 @@ class StubServer {
     if (j.is_object() && j.contains("messages")) {
       const std::string t = j["messages"][0]["content"].get<std::string>();
       c.prompt_tokens = 1 + std::count(t.begin(), t.end(), ' ');
+      std::lock_guard<std::mutex> l(mu_);
+      stats_.chat_texts.push_back(t);
     }
     c.prompt_tokens += o_.extra_prompt_tokens;
     if (o_.refuses_ignore_eos && j.is_object()) {

@@ -8,6 +8,8 @@
 
 #include "cli/cli_util.hpp"
 #include "load/stub_server.hpp"
+#include "model/tokenizer_vocab.hpp"
+#include "support/model_writer.hpp"
 
 using nlohmann::json;
 
@@ -381,4 +383,37 @@ TEST(LoadCli, TraceBlocksSharedByHashId) {
   ASSERT_EQ(p[1].size(), 1100u);
   EXPECT_TRUE(std::equal(p[0].begin(), p[0].begin() + 512, p[1].begin()));       // block 7
   EXPECT_FALSE(std::equal(p[0].begin() + 512, p[0].end(), p[1].begin() + 512));  // 8 vs 9
+}
+
+// Chat prompts of exact lengths: from a tokenizer.json, or sized by the server's /tokenize.
+TEST(LoadCli, ChatPromptsSizedByATokenizer) {
+  load_test::StubOptions so;
+  so.ttft_ms = 2;
+  so.itl_ms = 1;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-tok");
+  const std::string tj = (d / "tokenizer.json").string();
+  const json tok = latprof::testing::tiny_tokenizer_json(latprof::testing::make_tiny_llama(1));
+  std::ofstream(tj) << tok.dump();
+  auto r = load("--url " + stub.url() + " --endpoint chat --tokenizer " + tj +
+                " --input 20 --output 2 --requests 3 --metrics-url none");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = latprof::tokenizer_from_json(tok, nullptr, "test");
+  auto texts = stub.stats().chat_texts;
+  ASSERT_EQ(texts.size(), 3u);
+  for (const auto& text : texts) EXPECT_EQ(t->encode(text, true).size(), 20u) << text;
+  EXPECT_NE(texts[0], texts[1]);
+
+  stub.reset();
+  r = load("--url " + stub.url() + " --endpoint chat --tokenizer server --input 20 --output 2 " +
+           "--requests 2 --metrics-url none");
+  ASSERT_EQ(r.code, 0) << r.err;
+  texts = stub.stats().chat_texts;
+  ASSERT_EQ(texts.size(), 2u);
+  // the stub's /tokenize counts two tokens a word: 20 tokens are 10 words
+  EXPECT_EQ(std::count(texts[0].begin(), texts[0].end(), ' ') + 1, 10) << texts[0];
+
+  r = load("--url " + stub.url() + " --tokenizer server --requests 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--tokenizer sizes chat prompts"), std::string::npos) << r.err;
 }
