@@ -19,6 +19,7 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
   auto csv_path = std::make_shared<std::string>();
   auto trace_path = std::make_shared<std::string>();
   auto jsonl_path = std::make_shared<std::string>();
+  auto html_path = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
       "load",
       "Profile an OpenAI-compatible endpoint under load: TTFT, TPOT, ITL, E2E from the client, "
@@ -100,6 +101,9 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
   sub->add_option("--tokenizer", o->tokenizer,
                   "Chat prompts of exact lengths: a tokenizer.json (or a Hugging Face directory), "
                   "or 'server' to size them with the server's /tokenize");
+  sub->add_option("--html", *html_path,
+                  "Write a self-contained HTML report (latency against load, TTFT and ITL "
+                  "distributions, requests over time)");
   sub->add_flag("--no-ignore-eos", o->no_ignore_eos,
                 "Leave ignore_eos out of requests (for servers that refuse it; output lengths "
                 "then vary, and a note says so)");
@@ -112,7 +116,8 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
     const std::vector<std::pair<std::string, std::string>> outputs = {{"--json", *json_path},
                                                                       {"--csv", *csv_path},
                                                                       {"--trace", *trace_path},
-                                                                      {"--jsonl", *jsonl_path}};
+                                                                      {"--jsonl", *jsonl_path},
+                                                                      {"--html", *html_path}};
     for (const auto& [flag, path] : outputs)
       if (!path.empty()) check_writable(path, flag.c_str());
     check_distinct_outputs(outputs);
@@ -129,6 +134,7 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
     if (!csv_path->empty()) write_file_atomic(*csv_path, out.csv);
     if (!trace_path->empty())
       write_file_atomic(*trace_path, load::load_trace_json(out.report).dump() + "\n");
+    if (!html_path->empty()) write_file_atomic(*html_path, load::load_html(out.report));
     if (!jsonl_path->empty()) append_line_atomic(*jsonl_path, load::load_jsonl_line(out.report));
     if (!out.all_failed.empty()) {  // reported in full above; the exit status says it too
       std::fprintf(stderr, "latprof: %s\n", out.all_failed.c_str());

@@ -12,6 +12,11 @@ namespace latprof::load {
 // server's /metrics gauges.
 nlohmann::json load_trace_json(const nlohmann::json& report);
 
+// A self-contained HTML page (inline SVG): the points' summary table, latency against rate or
+// concurrency for a sweep, TTFT and ITL histograms, requests in flight and the server's
+// running/waiting over time (load_html.cpp).
+std::string load_html(const nlohmann::json& report);
+
 // One line: the report without its per-request records.
 std::string load_jsonl_line(const nlohmann::json& report);
 

@@ -170,8 +170,21 @@ TEST(LoadCli, SweepsAndEveryRequestFailing) {
   load_test::StubServer stub(so);
   const auto d = cli_test::temp_dir("load-sweep");
   const std::string js = (d / "s.json").string();
-  auto r = load("--url " + stub.url() + " --concurrency 1,3 --requests 6 --output 3 --json " + js);
+  const std::string html = (d / "s.html").string();
+  auto r = load("--url " + stub.url() + " --concurrency 1,3 --requests 6 --output 3 --json " + js +
+                " --html " + html);
   ASSERT_EQ(r.code, 0) << r.err;
+  {
+    const std::string h = cli_test::slurp(html);
+    EXPECT_NE(h.find("Latency against load"), std::string::npos);
+    EXPECT_NE(h.find("<h2>concurrency 3</h2>"), std::string::npos);
+    EXPECT_EQ(std::count(h.begin(), h.end(), '\n'), 1);  // one line, closed
+    EXPECT_NE(h.find("</html>"), std::string::npos);
+    EXPECT_EQ(std::count(h.begin(), h.end(), '<'), std::count(h.begin(), h.end(), '>'));
+    size_t svgs = 0;
+    for (size_t p = h.find("<svg"); p != std::string::npos; p = h.find("<svg", p + 1)) ++svgs;
+    EXPECT_EQ(svgs, 2u + 2 * 3);  // two curves; per point TTFT, ITL, over time
+  }
   json j = read_json(js);
   ASSERT_EQ(j["points"].size(), 2u);
   EXPECT_EQ(j["points"][0]["concurrency"], 1);
