@@ -574,6 +574,15 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
     pool_.push_back(scrape_);
     scrape_ = nullptr;
   }
+  if (!plan.metrics_url.empty() && metrics_error_.empty()) {  // one last scrape: the run's end
+    std::string err;
+    const auto body = http_get(plan.metrics_url, o_.api_key, 5, err);
+    if (body) {
+      MetricsSample m = parse_prometheus(*body);
+      m.t_ms = ms() - base;
+      samples_.push_back(m);
+    }
+  }
   RunResult out;
   out.metrics = std::move(samples_);
   out.metrics_error = metrics_error_;
@@ -658,6 +667,20 @@ MetricsSample parse_prometheus(const std::string& text) {
     return std::nullopt;
   };
   MetricsSample m;
+  static const char* const kHistograms[] = {
+      "time_to_first_token_seconds",   "inter_token_latency_seconds",
+      "e2e_request_latency_seconds",   "request_queue_time_seconds",
+      "request_prefill_time_seconds",  "request_decode_time_seconds",
+      "request_inference_time_seconds"};
+  for (const char* h : kHistograms)
+    for (const char* prefix : {"vllm:", "latprof:", "sglang:"}) {
+      const std::string base = std::string(prefix) + h;
+      const auto s = sums.find(base + "_sum"), c = sums.find(base + "_count");
+      if (s != sums.end() && c != sums.end()) {
+        m.histograms[h] = {s->second, c->second};
+        break;
+      }
+    }
   m.running = pick(kRunning);
   m.waiting = pick(kWaiting);
   m.kv_cache_usage = pick(kKv);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -82,6 +83,9 @@ struct ClientOptions {
 struct MetricsSample {
   double t_ms = 0;  // from the start of the run, when the response arrived
   std::optional<double> running, waiting, kv_cache_usage;
+  // The latency histograms of SERVING.md's list (vLLM's names, with the prefix vllm:, latprof:
+  // or sglang:), by name without the prefix: their _sum (seconds) and _count so far.
+  std::map<std::string, std::pair<double, double>> histograms;
 };
 // The gauges of a Prometheus text exposition.
 MetricsSample parse_prometheus(const std::string& text);

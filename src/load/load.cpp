@@ -216,8 +216,18 @@ nlohmann::json metrics_json(const RunResult& r, const std::string& url) {
     keep_max(wait_max, m.waiting);
     keep_max(kv_max, m.kv_cache_usage);
   }
+  // The server's histograms over the run: what accrued from the first scrape to the last.
+  nlohmann::json hist = nlohmann::json::object();
+  if (r.metrics.size() >= 2)
+    for (const auto& [name, last] : r.metrics.back().histograms) {
+      const auto it = r.metrics.front().histograms.find(name);
+      if (it == r.metrics.front().histograms.end()) continue;
+      const double n = last.second - it->second.second, sum = last.first - it->second.first;
+      if (n > 0) hist[name] = {{"count", n}, {"mean_ms", sum / n * 1e3}};
+    }
   return {{"url", url},
           {"error", r.metrics_error.empty() ? nlohmann::json() : nlohmann::json(r.metrics_error)},
+          {"histograms", std::move(hist)},
           {"running_max", opt(run_max)},
           {"waiting_max", opt(wait_max)},
           {"kv_cache_usage_max", opt(kv_max)},

@@ -282,7 +282,9 @@ class StubServer {
           "# TYPE latprof:num_requests_running "
           "gauge\nlatprof:num_requests_running{model=\"stub\"} " +
           std::to_string(running) +
-          "\nlatprof:num_requests_waiting 0\nlatprof:kv_cache_usage_perc 0.25\n";
+          "\nlatprof:num_requests_waiting 0\nlatprof:kv_cache_usage_perc 0.25\n" +
+          "latprof:request_prefill_time_seconds_sum " + std::to_string(prefill_sum_s_) +
+          "\nlatprof:request_prefill_time_seconds_count " + std::to_string(prefill_count_) + "\n";
       const std::string r = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
                             std::to_string(b.size()) + "\r\n\r\n" + b;
       send_all(fd, r.data(), r.size());
@@ -387,7 +389,11 @@ class StubServer {
       else
         stats_.gap_ms.push_back(t - c.last_ms);
     }
-    if (c.emitted == 0) c.first_ms = t;
+    if (c.emitted == 0) {
+      c.first_ms = t;
+      prefill_sum_s_ += (t - c.recv_ms) / 1e3;  // the /metrics histogram's sum and count
+      ++prefill_count_;
+    }
     c.last_ms = t;
     ++c.emitted;
     if (!ok) {
@@ -429,6 +435,8 @@ class StubServer {
   StubOptions o_;
   int port_ = 0, lfd_ = -1, ep_ = -1, tfd_ = -1, stop_ = -1;
   uint64_t next_id_ = 0;
+  double prefill_sum_s_ = 0;
+  int64_t prefill_count_ = 0;
   std::map<int, Conn> conns_;
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
   std::mutex mu_;

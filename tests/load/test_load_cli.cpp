@@ -141,6 +141,13 @@ TEST(LoadCli, JsonAndCsvReportsAgainstTheStub) {
   ASSERT_GE(j["server_metrics"]["samples"].size(), 1u);
   EXPECT_EQ(j["server_metrics"]["samples"][0]["kv_cache_usage"], 0.25);
   EXPECT_EQ(j["server_metrics"]["samples"][0]["waiting"], 0.0);
+  // the server's prefill histogram over the run (first scrape at the start, last at the end):
+  // 12 requests of the 20 ms TTFT
+  ASSERT_GE(j["server_metrics"]["samples"].size(), 2u);
+  const json& h = j["server_metrics"]["histograms"]["request_prefill_time_seconds"];
+  ASSERT_TRUE(h.is_object()) << j["server_metrics"];
+  EXPECT_EQ(h["count"], 12.0);
+  EXPECT_NEAR(h["mean_ms"].get<double>(), 20.0, 3.0);
   const std::string c = cli_test::slurp(csv);
   EXPECT_EQ(lines(c), 13);
   EXPECT_EQ(c.rfind("point,id,intended_ms", 0), 0u) << c.substr(0, 80);

@@ -242,10 +242,15 @@ TEST(Metrics, PrometheusGaugesByTheNamesServersGive) {
       "vllm:num_requests_running{model_name=\"b\"} 2\n"
       "vllm:num_requests_waiting{model_name=\"a\"} 7 1700000000000\n"
       "vllm:gpu_cache_usage_perc 0.5\n"
-      "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 12\n");
+      "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 12\n"
+      "vllm:e2e_request_latency_seconds_sum 6.5\n"
+      "vllm:e2e_request_latency_seconds_count 12\n");
   EXPECT_EQ(v.running, 5.0);
   EXPECT_EQ(v.waiting, 7.0);
   EXPECT_EQ(v.kv_cache_usage, 0.5);
+  ASSERT_EQ(v.histograms.count("e2e_request_latency_seconds"), 1u);
+  EXPECT_EQ(v.histograms.at("e2e_request_latency_seconds").first, 6.5);
+  EXPECT_EQ(v.histograms.at("e2e_request_latency_seconds").second, 12.0);
   const MetricsSample l =
       parse_prometheus("llamacpp:requests_processing 1\nllamacpp:requests_deferred 4\n");
   EXPECT_EQ(l.running, 1.0);
