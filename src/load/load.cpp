@@ -253,6 +253,14 @@ nlohmann::json point_json(const RunResult& r, const workload::Slo& slo,
           {"notes", notes}};
 }
 
+// Three significant digits (floors of small models are microseconds).
+std::string sig3(double v) {
+  std::ostringstream o;
+  o.precision(3);
+  o << v;
+  return o.str();
+}
+
 std::string pct_row(const char* label, const nlohmann::json& d) {
   char buf[192];
   if (d.is_null()) {
@@ -314,7 +322,7 @@ std::string point_text(const std::string& title, const nlohmann::json& pj) {
   }
   if (const auto& p = s["physics"]; p.is_object() && !p["e2e_over_floor"].is_null())
     o << "  physics (" << p["cost_model"].get<std::string>() << " on " << p["hw"].get<std::string>()
-      << ", batch-1 floor): E2E floor p50 " << fmt_fixed(p["floor_e2e_ms"]["p50"].get<double>(), 2)
+      << ", batch-1 floor): E2E floor p50 " << sig3(p["floor_e2e_ms"]["p50"].get<double>())
       << " ms; requests took " << fmt_fixed(p["e2e_over_floor"]["p50"].get<double>(), 2)
       << "x it at the median, " << fmt_fixed(p["e2e_over_floor"]["p99"].get<double>(), 2)
       << "x at p99\n";
