@@ -437,3 +437,50 @@ TEST(LoadCli, ChatPromptsSizedByATokenizer) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--tokenizer sizes chat prompts"), std::string::npos) << r.err;
 }
+
+// latprof compare of two load reports: percentile differences against bootstrap noise, the gate.
+TEST(LoadCli, CompareLoadReports) {
+  const auto d = cli_test::temp_dir("load-compare");
+  auto run = [&](double ttft, const std::string& name) {
+    load_test::StubOptions so;
+    so.ttft_ms = ttft;
+    so.itl_ms = 1;
+    load_test::StubServer stub(so);
+    const std::string path = (d / name).string();
+    const auto r = load("--url " + stub.url() + " --concurrency 4 --requests 40 --output 3 " +
+                        "--metrics-url none --json " + path);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return path;
+  };
+  const std::string a = run(20, "a.json"), b = run(20, "b.json"), c = run(30, "c.json");
+  const std::string out = (d / "cmp.json").string();
+  auto r = cli_test::latprof("compare " + a + " " + b + " " + c + " --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ttft_p50 (ms)"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  const json j = json::parse(in);
+  EXPECT_EQ(j["kind"], "latprof-compare-load");
+  const json* ttft = nullptr;
+  for (const auto& m : j["points"][0]["metrics"])
+    if (m["name"] == "ttft_p50") ttft = &m;
+  ASSERT_TRUE(ttft);
+  EXPECT_EQ((*ttft)["noise"][1], true) << *ttft;   // the same server twice
+  EXPECT_EQ((*ttft)["noise"][2], false) << *ttft;  // 10 ms more TTFT
+  EXPECT_NEAR((*ttft)["diff_pct"][2].get<double>(), 50.0, 10.0);
+
+  r = cli_test::latprof("compare " + a + " " + c + " --fail-if-slower 10 --metric ttft");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("regression: ttft_p50 of c.json at concurrency 4 is"), std::string::npos)
+      << r.err;
+  r = cli_test::latprof("compare " + a + " " + b + " --fail-if-slower 10 --metric ttft");
+  EXPECT_EQ(r.code, 0) << r.err;
+
+  const std::string other = (d / "other.json").string();
+  std::ofstream(other) << R"({"kind": "prediction"})";
+  r = cli_test::latprof("compare " + a + " " + other);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a latprof load report"), std::string::npos) << r.err;
+  r = cli_test::latprof("compare " + a + " " + b + " --fail-if-slower 5 --metric mfu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is not a load metric"), std::string::npos) << r.err;
+}
