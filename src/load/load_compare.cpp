@@ -1,5 +1,7 @@
 #include "load/load_compare.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -143,6 +145,10 @@ std::string fmt_value(double v) {
 }  // namespace
 
 bool is_load_report(const std::string& path) {
+  // Only a regular file can be read twice: a pipe or FIFO is left to the run-report reader
+  // (load reports are compared from files).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   try {
     const nlohmann::json j =
         nlohmann::json::parse(read_input_file(path, "report", kMaxReportBytes), nullptr, false);

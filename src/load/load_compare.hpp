@@ -10,8 +10,9 @@
 
 namespace latprof::load {
 
-// True when the file is a latprof load report (JSON with "kind": "load"); false for anything
-// else (a run report, or unreadable: the run-report reader then says why).
+// True when the file is a regular file holding a latprof load report (JSON with "kind": "load");
+// false for anything else (a run report, a pipe, or unreadable: the run-report reader then
+// reads it and says why).
 bool is_load_report(const std::string& path);
 
 struct LoadCompareOptions {
