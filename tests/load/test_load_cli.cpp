@@ -9,6 +9,7 @@
 #include "cli/cli_util.hpp"
 #include "load/stub_server.hpp"
 #include "model/tokenizer_vocab.hpp"
+#include "report/schema_check.hpp"
 #include "support/model_writer.hpp"
 
 using nlohmann::json;
@@ -483,4 +484,48 @@ TEST(LoadCli, CompareLoadReports) {
   r = cli_test::latprof("compare " + a + " " + b + " --fail-if-slower 5 --metric mfu");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("is not a load metric"), std::string::npos) << r.err;
+}
+
+// Every report the tests above wrote validates against reports/schema/load-report.schema.json.
+TEST(LoadCli, ReportsMatchTheirSchema) {
+  std::ifstream sf(std::string(LATPROF_TEST_DIR) + "/../reports/schema/load-report.schema.json");
+  const json schema = json::parse(sf);
+  load_test::StubOptions so;
+  so.ttft_ms = 3;
+  so.itl_ms = 1;
+  so.reply = [](int64_t seq) {
+    return seq % 4 == 3 ? load_test::Reply::http_500 : load_test::Reply::ok;
+  };
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-schema");
+  const std::string dead = "http://127.0.0.1:" + std::to_string(load_test::dead_port());
+  const std::vector<std::string> runs = {
+      "--url " + stub.url() +
+          " --concurrency 2 --requests 8 --output 3 --cost-model tiny --hw h100-sxm",
+      "--url " + stub.url() + " --rate 100,inf --requests 6 --output 2 --metrics-url none",
+      "--url " + stub.url() +
+          " --find-max-rate --slo ttft:1s --rate-range 50:100 --requests 4 --output 2",
+      "--url " + dead + " --model m --requests 2"};
+  int n = 0;
+  for (const auto& args : runs) {
+    std::string name = "report";  // built in steps: GCC 12 warns (-Wrestrict) on "r" + ...
+    name.append(std::to_string(n++)).append(".json");
+    const std::string path = (d / name).string();
+    const auto r = load(args + " --json " + path);
+    EXPECT_TRUE(r.code == 0 || r.code == 1) << args << "\n" << r.err;
+    const auto v = latprof::schema_violations(read_json(path), schema);
+    std::string why;
+    for (const auto& line : v) why.append(line).append("\n");
+    EXPECT_TRUE(v.empty()) << args << ":\n" << why;
+  }
+  // and the schema is not vacuous: a wrong error kind, a negative chain part, a missing field
+  json bad = read_json((d / "report3.json").string());
+  bad["requests"][0]["error"]["kind"] = "Not A Kind";
+  EXPECT_FALSE(latprof::schema_violations(bad, schema).empty());
+  bad = read_json((d / "report0.json").string());
+  bad["requests"][0]["chain_ms"]["network"] = -1.0;
+  EXPECT_FALSE(latprof::schema_violations(bad, schema).empty());
+  bad = read_json((d / "report0.json").string());
+  bad["summary"].erase("chain_ms");
+  EXPECT_FALSE(latprof::schema_violations(bad, schema).empty());
 }
