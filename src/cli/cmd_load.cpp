@@ -91,6 +91,9 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
       ->capture_default_str();
   sub->add_option("--hw", o->hw, "Physics: the server's device (latprof hw --list)");
   sub->add_option("--hw-file", o->hw_file, "Physics: a hardware JSON file");
+  sub->add_option("--engine-report", o->engine_report,
+                  "Physics from a 'latprof run --json' report of the server's engine: its model, "
+                  "dtype and measured ceilings (instead of --cost-model and --hw)");
   sub->add_option("--json", *json_path, "Write the report as JSON");
   sub->add_option("--csv", *csv_path, "Write one CSV row per request");
   sub->add_option("--trace", *trace_path,
@@ -125,6 +128,7 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
     if (!o->dataset.empty()) inputs.push_back(o->dataset);
     if (!o->trace.empty()) inputs.push_back(o->trace);
     if (!o->hw_file.empty()) inputs.push_back(o->hw_file);
+    if (!o->engine_report.empty()) inputs.push_back(o->engine_report);
     if (!o->tokenizer.empty() && o->tokenizer != "server") inputs.push_back(o->tokenizer);
     for (const auto& [flag, path] : outputs)
       if (!path.empty()) check_not_an_input(path, flag.c_str(), inputs);

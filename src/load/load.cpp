@@ -475,7 +475,15 @@ LoadOutput run_load_command(const LoadOptions& o) {
   }
 
   std::unique_ptr<Physics> physics;
-  if (!o.cost_model.empty()) {
+  if (!o.engine_report.empty()) {
+    if (!o.cost_model.empty() || !o.hw.empty() || !o.hw_file.empty())
+      usage_error(
+          "--engine-report brings the model and the device: drop --cost-model, --hw and "
+          "--hw-file");
+    PhysicsOptions po;
+    po.engine_report = o.engine_report;
+    physics = std::make_unique<Physics>(po);
+  } else if (!o.cost_model.empty()) {
     PhysicsOptions po;
     po.cost_model = o.cost_model;
     po.dtype = o.dtype;

@@ -38,6 +38,7 @@ struct LoadOptions {
   std::string tokenizer;       // chat prompts: "" (a word a token), "server" (/tokenize) or a path
   // --cost-model NAME|CONFIG --dtype --kv-dtype --hw|--hw-file: each request's physical floor
   std::string cost_model, dtype = "fp16", kv_dtype = "fp16", hw, hw_file;
+  std::string engine_report;  // or: a latprof run report of the server's engine
 };
 
 struct LoadOutput {

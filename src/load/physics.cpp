@@ -2,12 +2,26 @@
 
 #include <cmath>
 
+#include "model/config.hpp"
 #include "report/report.hpp"
 #include "roofline/flags.hpp"
 
 namespace latprof::load {
 
 Physics::Physics(const PhysicsOptions& o) : o_(o) {
+  if (!o.engine_report.empty()) {
+    const RunReport r = load_report(o.engine_report);
+    base_.model = model_from_json(r.model_config, o.engine_report + ": model_config");
+    // the CPU backend computes in FP32, the CUDA backend in FP16; the KV cache is FP16 on both
+    act_dtype_ = r.run.backend == "cuda" ? "fp16" : "fp32";
+    base_.precision = precision_from_flags(r.run.dtype, "fp16", act_dtype_);
+    base_.ceilings = r.ceilings;
+    o_.dtype = r.run.dtype;
+    o_.kv_dtype = "fp16";
+    o_.act_dtype = act_dtype_;
+    base_.input = base_.output = base_.batch = 1;
+    return;
+  }
   ScenarioFlags f;
   f.model = o.cost_model;
   f.dtype = o.dtype;
@@ -36,9 +50,14 @@ std::optional<Times> Physics::floor(int64_t input, int64_t output) {
 }
 
 nlohmann::json Physics::describe() const {
-  return {{"cost_model", base_.model.name}, {"dtype", o_.dtype},
-          {"kv_dtype", o_.kv_dtype},        {"act_dtype", o_.act_dtype},
-          {"hw", base_.ceilings.device},    {"batch", 1}};
+  return {{"cost_model", base_.model.name},
+          {"dtype", o_.dtype},
+          {"kv_dtype", o_.kv_dtype},
+          {"act_dtype", o_.act_dtype},
+          {"hw", base_.ceilings.device},
+          {"batch", 1},
+          {"engine_report",
+           o_.engine_report.empty() ? nlohmann::json() : nlohmann::json(o_.engine_report)}};
 }
 
 namespace {

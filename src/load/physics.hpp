@@ -20,6 +20,9 @@ struct PhysicsOptions {
   std::string cost_model;  // a built-in model name or a model config .json ("" : no physics)
   std::string dtype = "fp16", kv_dtype = "fp16", act_dtype = "fp16";
   std::string hw, hw_file;
+  // Instead of the four above: a `latprof run --json` report of the server's engine, whose
+  // model, weight precision and measured ceilings give the floor.
+  std::string engine_report;
 };
 
 class Physics {
@@ -41,6 +44,7 @@ class Physics {
  private:
   PhysicsOptions o_;
   Scenario base_;
+  std::string act_dtype_;
   std::map<std::pair<int64_t, int64_t>, std::optional<Times>> memo_;
 };
 
