@@ -1,4 +1,6 @@
 // latprof load: profile any OpenAI-compatible endpoint under load (README: "latprof load").
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -10,6 +12,30 @@
 #include "load/load_export.hpp"
 
 namespace latprof::cli {
+
+namespace {
+// SIGINT or SIGTERM: the first stops the run (requests in flight finish, the report is written);
+// a second ends the process at once.
+std::atomic<bool> g_stop{false};
+volatile sig_atomic_t g_signal = 0;
+void on_stop_signal(int sig) {
+  if (g_stop.load()) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_signal = sig;
+  g_stop.store(true);
+}
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: epoll_wait returns at once with EINTR
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+}  // namespace
 
 CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
   auto o = std::make_shared<load::LoadOptions>();
@@ -132,6 +158,8 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
     if (!o->tokenizer.empty() && o->tokenizer != "server") inputs.push_back(o->tokenizer);
     for (const auto& [flag, path] : outputs)
       if (!path.empty()) check_not_an_input(path, flag.c_str(), inputs);
+    install_stop_handlers();
+    o->stop = &g_stop;
     const load::LoadOutput out = load::run_load_command(*o);
     if (!o->quiet) std::fputs(out.text.c_str(), stdout);
     if (!json_path->empty()) write_file_atomic(*json_path, out.report.dump(2) + "\n");
@@ -140,6 +168,13 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
       write_file_atomic(*trace_path, load::load_trace_json(out.report).dump() + "\n");
     if (!html_path->empty()) write_file_atomic(*html_path, load::load_html(out.report));
     if (!jsonl_path->empty()) append_line_atomic(*jsonl_path, load::load_jsonl_line(out.report));
+    if (out.interrupted) {
+      std::fprintf(stderr,
+                   "latprof: interrupted by %s: requests in flight were finished and the "
+                   "report holds what ran\n",
+                   g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      return 128 + (g_signal ? int(g_signal) : SIGINT);
+    }
     if (!out.all_failed.empty()) {  // reported in full above; the exit status says it too
       std::fprintf(stderr, "latprof: %s\n", out.all_failed.c_str());
       return 1;

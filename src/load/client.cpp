@@ -505,10 +505,14 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
   int64_t issued = 0;
   std::vector<epoll_event> evs(1024);
   int running = 0;
+  bool stopped = false;
   for (;;) {
     const double now = ms();
+    stopped = stopped || (plan.stop && plan.stop->load());
     // ---- issue what is due ----
-    if (open) {
+    if (stopped) {
+      // nothing new
+    } else if (open) {
       while (next < plan.arrivals_ms.size() && issued < plan.max_requests &&
              base + plan.arrivals_ms[next] <= now && plan.arrivals_ms[next] < plan.duration_ms &&
              (plan.max_in_flight == 0 || in_flight_ < plan.max_in_flight)) {
@@ -531,9 +535,10 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
       drain();
       continue;
     }
-    const bool more = open ? next < plan.arrivals_ms.size() && issued < plan.max_requests &&
-                                 plan.arrivals_ms[next] < plan.duration_ms
-                           : issued < plan.max_requests && ms() - base < plan.duration_ms;
+    const bool more =
+        !stopped && (open ? next < plan.arrivals_ms.size() && issued < plan.max_requests &&
+                                plan.arrivals_ms[next] < plan.duration_ms
+                          : issued < plan.max_requests && ms() - base < plan.duration_ms);
     if (in_flight_ == 0 && !more) break;
     if (!plan.metrics_url.empty() && metrics_error_.empty() && !scrape_ && ms() >= next_scrape) {
       start_scrape(plan.metrics_url);
@@ -584,6 +589,7 @@ RunResult Client::Loop::run(const LoadPlan& plan) {
     }
   }
   RunResult out;
+  out.stopped = stopped;
   out.metrics = std::move(samples_);
   out.metrics_error = metrics_error_;
   out.wall_ms = ms() - base;

@@ -14,6 +14,7 @@
 //   chunk_ms[]        when each content-carrying chunk was read: the moment the event loop woke
 //                     for the socket that held it
 //   done_ms           when the transfer ended
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -63,6 +64,9 @@ struct LoadPlan {
   int64_t max_requests = std::numeric_limits<int64_t>::max();
   double duration_ms = std::numeric_limits<double>::infinity();
   double ramp_up_ms = 0;  // closed loop: slot k starts no earlier than k * ramp_up / concurrency
+  // When it turns true (a signal handler sets it), no new request is sent; those in flight
+  // finish (or time out) and the run ends with what it has.
+  const std::atomic<bool>* stop = nullptr;
   // The server's Prometheus /metrics, scraped every metrics_interval_ms while the run lasts
   // ("" : not scraped).
   std::string metrics_url;
@@ -97,6 +101,7 @@ struct RunResult {
   int64_t max_in_flight = 0;
   std::vector<MetricsSample> metrics;
   std::string metrics_error;  // why scraping stopped ("" : it did not)
+  bool stopped = false;       // plan.stop ended it early
 };
 
 // The event loop and its connections: runs one plan after another (warm-up, then the measured

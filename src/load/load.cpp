@@ -176,11 +176,13 @@ RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const 
                                             : o.warmup;
     w.max_requests = o.warmup;
     w.make_body = make(int64_t(1) << 40);
+    w.stop = o.stop;
     client.run(w);
   }
   LoadPlan p;
   p.make_body = make(0);
   p.metrics_url = s.metrics_url;
+  p.stop = o.stop;
   p.max_requests = s.requests;
   p.duration_ms = s.duration_ms;
   if (!s.trace_arrivals_ms.empty()) {
@@ -581,13 +583,14 @@ LoadOutput run_load_command(const LoadOptions& o) {
     nlohmann::json probes = nlohmann::json::array();
     auto probe = [&](double rate) {
       const RunResult r = run_point(client, o, s, {rate, {}});
+      out.interrupted = out.interrupted || r.stopped;
       nlohmann::json pj = point_json(r, s.slo, s.metrics_url, physics.get());
       out.csv += requests_csv(r, s.slo, fmt_fixed(rate, 3), out.csv.empty());
       const double att =
           pj["summary"]["slo_attainment"].get<double>() *
           double(pj["summary"]["requests"].get<int64_t>()) /
           double(std::max<int64_t>(1, pj["summary"]["requests_total"].get<int64_t>()));
-      const bool met = att >= o.slo_attainment;
+      const bool met = att >= o.slo_attainment && !r.stopped;
       out.text += point_text("rate " + fmt_fixed(rate, 3) + " req/s: SLO met by " + fmt_pct(att) +
                                  (met ? " (meets)" : " (misses)"),
                              pj);
@@ -597,35 +600,42 @@ LoadOutput run_load_command(const LoadOptions& o) {
       probes.push_back(std::move(pj));
       return met;
     };
-    std::optional<double> best;
-    if (probe(lo)) {
+    bool found = false;
+    double best = 0;
+    if (probe(lo) && !out.interrupted) {
+      found = true;
       best = lo;
-      if (probe(hi)) {
+      if (probe(hi) && !out.interrupted) {
         best = hi;
       } else {
         // geometric bisection until the bracket is within 5%
-        while (hi / lo > 1.05) {
+        while (hi / lo > 1.05 && !out.interrupted) {
           const double mid = std::sqrt(lo * hi);
           (probe(mid) ? lo : hi) = mid;
         }
         best = lo;
       }
     }
-    j["max_rate"] = {{"rate", best ? nlohmann::json(*best) : nlohmann::json()},
+    found = found && !out.interrupted;  // an unfinished search names no rate
+    j["interrupted"] = out.interrupted;
+    j["max_rate"] = {{"rate", found ? nlohmann::json(best) : nlohmann::json()},
                      {"slo", s.slo.describe()},
                      {"slo_attainment", o.slo_attainment},
                      {"rate_range", o.rate_range},
                      {"probes", std::move(probes)}};
-    out.text += best ? "highest rate meeting the SLO for " + fmt_pct(o.slo_attainment) +
-                           " of requests: " + fmt_fixed(*best, 3) + " req/s\n"
-                     : "no rate in " + o.rate_range + " meets the SLO for " +
-                           fmt_pct(o.slo_attainment) + " of requests\n";
+    out.text += out.interrupted ? "interrupted: the search names no rate\n"
+                : found         ? "highest rate meeting the SLO for " + fmt_pct(o.slo_attainment) +
+                              " of requests: " + fmt_fixed(best, 3) + " req/s\n"
+                        : "no rate in " + o.rate_range + " meets the SLO for " +
+                              fmt_pct(o.slo_attainment) + " of requests\n";
     return out;
   }
 
   nlohmann::json pts = nlohmann::json::array();
   for (const Point& p : points) {
+    if (out.interrupted) break;  // the points after an interruption are not run
     const RunResult r = run_point(client, o, s, p);
+    out.interrupted = out.interrupted || r.stopped;
     nlohmann::json pj = point_json(r, s.slo, s.metrics_url, physics.get());
     const std::string label = p.rate ? (std::isinf(*p.rate) ? "inf" : fmt_fixed(*p.rate, 3))
                               : p.concurrency ? std::to_string(*p.concurrency)
@@ -636,6 +646,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
     if (p.concurrency) pj["concurrency"] = *p.concurrency;
     pts.push_back(std::move(pj));
   }
+  j["interrupted"] = out.interrupted;
   int64_t ok = 0;
   std::map<std::string, int64_t> errors;
   for (const auto& pj : pts) {
@@ -646,7 +657,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
     out.all_failed = "every request failed:";
     for (const auto& [k, v] : errors) out.all_failed += " " + k + " " + std::to_string(v);
   }
-  if (pts.size() == 1) {
+  if (pts.size() == 1 && points.size() == 1) {
     for (auto& [k, v] : pts[0].items()) j[k] = v;
   } else {
     j["points"] = std::move(pts);

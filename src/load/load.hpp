@@ -1,6 +1,7 @@
 #pragma once
 // `latprof load`: the load shapes of one invocation (a single point, or a sweep of rates or
 // concurrencies), run against an OpenAI-compatible endpoint, and the report.
+#include <atomic>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +34,8 @@ struct LoadOptions {
   double slo_attainment = 0.99;
   std::string rate_range = "0.1:100";
   std::vector<std::string> argv;
+  // Set by a signal handler: stop sending, let requests in flight finish, report what ran.
+  const std::atomic<bool>* stop = nullptr;
   bool quiet = false;
   bool no_ignore_eos = false;  // for servers that refuse the field
   std::string tokenizer;       // chat prompts: "" (a word a token), "server" (/tokenize) or a path
@@ -47,6 +50,7 @@ struct LoadOutput {
   std::string csv;   // one row per request
   // "" when some request succeeded; else what failed ("every request failed: timeout 4")
   std::string all_failed;
+  bool interrupted = false;  // LoadOptions::stop ended the run early
 };
 
 // Throws UsageError on a bad option or an unreachable server when the model must be asked for.

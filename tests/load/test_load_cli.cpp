@@ -547,3 +547,27 @@ TEST(LoadCli, ReportsMatchTheirSchema) {
   bad["summary"].erase("chain_ms");
   EXPECT_FALSE(latprof::schema_violations(bad, schema).empty());
 }
+
+// SIGINT: no new requests, those in flight finish, the report is written, exit 130.
+TEST(LoadCli, InterruptedRunKeepsItsReport) {
+  load_test::StubOptions so;
+  so.ttft_ms = 50;
+  so.itl_ms = 10;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-sigint");
+  const std::string js = (d / "i.json").string(), code = (d / "code").string(),
+                    err = (d / "err").string();
+  const std::string cmd = "(" + cli_test::bin() + " load --url " + stub.url() +
+                          " --rate 20 --duration 30 --output 5 --metrics-url none --json " + js +
+                          " >/dev/null 2>" + err + " & pid=$!; sleep 1; kill -INT $pid; " +
+                          "wait $pid; echo $? >" + code + ")";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_EQ(cli_test::slurp(code), "130\n") << cli_test::slurp(err);
+  EXPECT_NE(cli_test::slurp(err).find("interrupted by SIGINT"), std::string::npos);
+  const json j = read_json(js);
+  EXPECT_EQ(j["interrupted"], true);
+  // about a second's worth at 20 req/s, every one finished (none cut off)
+  EXPECT_GE(j["requests"].size(), 5u);
+  EXPECT_LE(j["requests"].size(), 40u);
+  EXPECT_EQ(j["summary"]["requests_failed"], 0);
+}
