@@ -2,9 +2,12 @@
 // 127.0.0.1 only: its figures against what the server really did, every error kind, and the
 // request chain through a delaying proxy.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "load/client.hpp"
 #include "load/load_report.hpp"
@@ -37,6 +40,12 @@ ClientOptions client_for(const std::string& base, double timeout_s = 30) {
   o.url = base + "/v1/completions";
   o.request_timeout_s = timeout_s;
   return o;
+}
+
+std::string cli_test_tmp() {
+  const std::string d = "/tmp/latprof-test-load-bench-" + std::to_string(::getpid());
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 double median(std::vector<double> v) {
@@ -325,4 +334,52 @@ TEST(LoadClientBench, ErrorAndCpuPerTokenAsStreamsGrow) {
                 p99(st.lateness_ms), run.cpu_ms * 1e3 / double(ok * tokens),
                 run.cpu_ms * 1e3 / double(ok * tokens), (long long)ok);
   }
+}
+
+// The openai Python client against the same stub and load, beside latprof's figures (a
+// benchmark for reports/load-client.md: LATPROF_LOAD_BENCH_PY=STREAMS, python3 with openai).
+TEST(LoadClientBench, OpenAiPythonClientBeside) {
+  const char* env = std::getenv("LATPROF_LOAD_BENCH_PY");
+  if (!env || !*env) GTEST_SKIP() << "set LATPROF_LOAD_BENCH_PY=200 to run";
+  const int64_t n = std::stoll(env);
+  const int64_t tokens = 20;
+  load_test::StubOptions so;
+  so.ttft_ms = 120;
+  so.itl_ms = 100;
+  load_test::StubServer stub(so);
+  // latprof
+  Client client(client_for(stub.url()));
+  client.run(closed_plan(n, n, 2, 1 << 20));
+  stub.reset();
+  const RunResult run = client.run(closed_plan(n, 2 * n, tokens));
+  std::vector<double> ttft, itl;
+  for (const auto& r : run.requests) {
+    const RequestRecord rec = to_record(r);
+    ttft.push_back(rec.ttft_ms());
+    const auto g = rec.itl_ms();
+    itl.insert(itl.end(), g.begin(), g.end());
+  }
+  const auto st = stub.stats();
+  // the Python client
+  stub.reset();
+  const std::string out = cli_test_tmp() + "/py.json";
+  const std::string cmd = "python3 " + std::string(LATPROF_TEST_DIR) +
+                          "/load/openai_client_bench.py " + stub.url() + " " + std::to_string(n) +
+                          " " + std::to_string(2 * n) + " " + std::to_string(tokens) + " >" + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(out);
+  const nlohmann::json py = nlohmann::json::parse(in);
+  const auto pst = stub.stats();
+  std::vector<double> pttft = py["ttft_ms"].get<std::vector<double>>();
+  std::vector<double> pitl = py["itl_ms"].get<std::vector<double>>();
+  std::printf("%-10s %10s %10s %10s %10s %12s\n", "client", "ttft_err50", "ttft_err99", "itl_err50",
+              "itl_err99", "cpu_us/tok");
+  std::printf("%-10s %10.3f %10.3f %10.3f %10.3f %12.2f\n", "latprof",
+              median(ttft) - median(st.ttft_ms), p99(ttft) - p99(st.ttft_ms),
+              median(itl) - median(st.gap_ms), p99(itl) - p99(st.gap_ms),
+              run.cpu_ms * 1e3 / double(2 * n * tokens));
+  std::printf("%-10s %10.3f %10.3f %10.3f %10.3f %12.2f\n", "openai-py",
+              median(pttft) - median(pst.ttft_ms), p99(pttft) - p99(pst.ttft_ms),
+              median(pitl) - median(pst.gap_ms), p99(pitl) - p99(pst.gap_ms),
+              py["cpu_s"].get<double>() * 1e6 / double(2 * n * tokens));
 }
