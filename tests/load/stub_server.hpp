@@ -7,6 +7,7 @@
 //   DelayProxy  a TCP proxy that holds every chunk delay_ms in each direction (netem is not
 //               available here).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -539,7 +540,7 @@ class DelayProxy {
       }
     }
   }
-  static void fcntl_nonblock(int fd);
+  static void fcntl_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
   int target_;
   double delay_;
@@ -550,8 +551,3 @@ class DelayProxy {
 };
 
 }  // namespace load_test
-
-#include <fcntl.h>
-inline void load_test::DelayProxy::fcntl_nonblock(int fd) {
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
