@@ -260,7 +260,7 @@ TEST(LoadCli, FindMaxRateAndTraceReplay) {
   }
   j = read_json(js);
   ASSERT_EQ(j["requests"].size(), 2u);
-  EXPECT_EQ(j["requests"][1]["intended_ms"], 150.0);
+  EXPECT_NEAR(j["requests"][1]["intended_ms"].get<double>(), 150.0, 1e-6);
   EXPECT_EQ(j["requests"][1]["asked_input_tokens"], 20);
   EXPECT_EQ(j["requests"][1]["output_tokens"], 2);
 
@@ -316,8 +316,8 @@ TEST(LoadCli, ChatDatasetAndRampUp) {
   std::vector<double> intended;
   for (const auto& q : j["requests"]) intended.push_back(q["intended_ms"].get<double>());
   std::sort(intended.begin(), intended.end());
-  EXPECT_DOUBLE_EQ(intended[0], 0.0);
-  EXPECT_DOUBLE_EQ(intended[3], 150.0);
+  EXPECT_NEAR(intended[0], 0.0, 1e-6);
+  EXPECT_NEAR(intended[3], 150.0, 1e-6);
 }
 
 TEST(LoadCli, AServerThatRefusesIgnoreEos) {
