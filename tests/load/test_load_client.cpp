@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "load/client.hpp"
 #include "load/load_report.hpp"
@@ -382,4 +383,41 @@ TEST(LoadClientBench, OpenAiPythonClientBeside) {
               median(pttft) - median(pst.ttft_ms), p99(pttft) - p99(pst.ttft_ms),
               median(pitl) - median(pst.gap_ms), p99(pitl) - p99(pst.gap_ms),
               py["cpu_s"].get<double>() * 1e6 / double(2 * n * tokens));
+}
+
+// Whatever bytes a server sends, the SSE parser and the chunk reader return (no crash, no
+// exception): random streams built from SSE fragments and raw bytes.
+TEST(Sse, RandomStreamsNeverCrash) {
+  std::mt19937_64 rng(7);
+  const char* pieces[] = {"data: ", "data:", "\n",        "\r\n",        "\r",
+                          ": c\n",  "{",     "}",         "\"choices\"", ":[{\"text\":\"x\"}]",
+                          "[DONE]", "\xff",  "\"usage\"", "event: e\n",  "{\"error\":{}}"};
+  size_t events = 0;
+  for (int stream = 0; stream < 2000; ++stream) {
+    SseParser p;
+    std::vector<std::string> ev;
+    std::string bytes;
+    const int n = int(rng() % 40);
+    for (int k = 0; k < n; ++k) {
+      if (rng() % 4 == 0)
+        bytes.push_back(char(rng() % 256));
+      else
+        bytes += pieces[rng() % std::size(pieces)];
+    }
+    for (size_t at = 0; at < bytes.size();) {  // fed in random slices
+      const size_t len = std::min<size_t>(bytes.size() - at, 1 + rng() % 7);
+      p.feed(bytes.data() + at, len, ev);
+      at += len;
+    }
+    for (const auto& e : ev) {
+      Chunk c;
+      std::string why;
+      for (Endpoint ep : {Endpoint::completions, Endpoint::chat})
+        if (!parse_chunk(e.data(), e.size(), ep, c, why)) {
+          EXPECT_FALSE(why.empty());
+        }
+    }
+    events += ev.size();
+  }
+  EXPECT_GT(events, 200u);  // the streams did carry events
 }
