@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "load/sse.hpp"
 
 namespace latprof::load {
@@ -405,6 +406,8 @@ void Client::Loop::finish(CURL* easy, CURLcode rc) {
     r.error_kind = "no_content";
     r.error_message = "the response carried no generated text";
   }
+  // A server's bytes go into the JSON report: valid UTF-8 only (invalid bytes become U+FFFD).
+  r.error_message = utf8_sanitize(r.error_message);
   if (closed_) freed_ms_.push(r.done_ms);
   done_.push_back(std::move(r));
   curl_easy_reset(easy);

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/input_file.hpp"
+#include "core/utf8.hpp"
 #include "core/workload.hpp"
 #include "latprof/build_info.hpp"
 #include "load/client.hpp"
@@ -383,6 +384,12 @@ double server_words_per_token(const std::string& base, const std::string& api_ke
 LoadOutput run_load_command(const LoadOptions& o) {
   Setup s;
   // ---- flags ----
+  // Text that goes into JSON (request bodies, the report) must be UTF-8.
+  for (const auto& [flag, v] : {std::pair<const char*, const std::string*>{"--url", &o.url},
+                                {"--model", &o.model},
+                                {"--metrics-url", &o.metrics_url},
+                                {"--slo", &o.slo}})
+    if (!utf8_valid(*v)) usage_error(std::string(flag) + " is not valid UTF-8 text");
   const std::string base = normalize_base_url(o.url, "--url");
   s.client.endpoint = parse_endpoint(o.endpoint);
   s.client.url = base + endpoint_path(s.client.endpoint);
@@ -548,11 +555,13 @@ LoadOutput run_load_command(const LoadOptions& o) {
       {"warmup", o.warmup},
       {"seed", o.seed},
       {"ignore_eos", !o.no_ignore_eos},
-      {"tokenizer", o.tokenizer.empty() ? nlohmann::json() : nlohmann::json(o.tokenizer)},
+      {"tokenizer",
+       o.tokenizer.empty() ? nlohmann::json() : nlohmann::json(utf8_sanitize(o.tokenizer))},
       {"request_timeout_s", o.request_timeout_s},
       {"slo", s.slo.empty() ? nlohmann::json() : nlohmann::json(s.slo.describe())},
-      {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(o.dataset)},
-      {"trace_replay", o.trace.empty() ? nlohmann::json() : nlohmann::json(o.trace)}};
+      {"dataset", o.dataset.empty() ? nlohmann::json() : nlohmann::json(utf8_sanitize(o.dataset))},
+      {"trace_replay",
+       o.trace.empty() ? nlohmann::json() : nlohmann::json(utf8_sanitize(o.trace))}};
   std::string head = "latprof load: " + s.client.url + ", model " + model + ", input " + o.input +
                      ", output " + o.output + " tokens";
   auto describe = [&](const Point& p) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/utf8.hpp"
 #include "model/config.hpp"
 #include "report/report.hpp"
 #include "roofline/flags.hpp"
@@ -56,8 +57,9 @@ nlohmann::json Physics::describe() const {
           {"act_dtype", o_.act_dtype},
           {"hw", base_.ceilings.device},
           {"batch", 1},
-          {"engine_report",
-           o_.engine_report.empty() ? nlohmann::json() : nlohmann::json(o_.engine_report)}};
+          {"engine_report", o_.engine_report.empty()
+                                ? nlohmann::json()
+                                : nlohmann::json(utf8_sanitize(o_.engine_report))}};
 }
 
 namespace {

@@ -370,7 +370,7 @@ class StubServer {
   }
   void emit(int fd, Conn& c, double intended) {
     if (c.reply == Reply::malformed) {
-      const std::string s = chunked("data: {this is not json\n\n");
+      const std::string s = chunked("data: {this is not json \xff\xfe\n\n");  // nor UTF-8
       send_all(fd, s.data(), s.size());
       c.active = false;
       return;

@@ -72,6 +72,7 @@ TEST(LoadCli, BadFlagsAndUrlsAreOneLineAndExit2) {
       {"--url " + dead, "is the server running"},
       {"--url " + dead + " --model m --cost-model nosuchmodel --hw h100-sxm", "nosuchmodel"},
       {"--url " + dead + " --model m --cost-model tiny", "no device"},
+      {"--url " + dead + " --model \"$(printf '\\377\\376')\"", "--model is not valid UTF-8"},
       {"--url " + dead + " --model m --hw h100-sxm", "add --cost-model"},
       {"--url " + dead + " --model m --cost-model tiny --hw h100-sxm --dtype fp8", "fp8"},
   };

@@ -196,6 +196,8 @@ TEST(LoadClient, EveryErrorKindCountedNoneCrashes) {
   EXPECT_EQ(s["requests_failed"], 10);
   EXPECT_EQ(s["errors"]["timeout"], 2);
   EXPECT_EQ(s["errors"]["http_429"], 2);
+  for (const auto& q : run.requests)  // every record, the malformed ones too, is valid JSON
+    EXPECT_NO_THROW(load_request_to_json(q, {}).dump());
   const nlohmann::json j = load_request_to_json(run.requests[1], {});
   EXPECT_EQ(j["error"]["kind"], "http_500");
   EXPECT_EQ(j["error"]["status"], 500);
