@@ -580,3 +580,32 @@ TEST(LoadCli, InterruptedRunKeepsItsReport) {
   EXPECT_LE(j["requests"].size(), 40u);
   EXPECT_EQ(j["summary"]["requests_failed"], 0);
 }
+
+// Coordinated omission: arrivals every 5 ms, one request at a time, each taking ~21 ms. TTFT
+// from the actual send stays ~20 ms; from the intended send it grows with the backlog, and the
+// client queue says where the time went.
+TEST(LoadCli, FallingBehindIsReportedNotHidden) {
+  load_test::StubOptions so;
+  so.ttft_ms = 20;
+  so.itl_ms = 1;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-co");
+  const std::string js = (d / "co.json").string();
+  const auto r =
+      load("--url " + stub.url() + " --rate 200 --arrival constant " +
+           "--max-concurrency 1 --requests 10 --output 2 --metrics-url none --json " + js);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = read_json(js);
+  const json& s = j["summary"];
+  EXPECT_LT(s["ttft_ms"]["max"].get<double>(), 30.0);
+  // the 10th request was due at 45 ms and sent after nine ~21 ms requests: ~145 ms late
+  EXPECT_GT(s["ttft_from_intended_ms"]["max"].get<double>(), 120.0);
+  EXPECT_GT(s["client_queue_ms"]["max"].get<double>(), 100.0);
+  double prev = -1;
+  for (const auto& q : j["requests"]) {  // the backlog only grows
+    EXPECT_GE(q["client_queue_ms"].get<double>(), prev);
+    prev = q["client_queue_ms"].get<double>();
+    EXPECT_NEAR(q["ttft_from_intended_ms"].get<double>(),
+                q["client_queue_ms"].get<double>() + q["ttft_ms"].get<double>(), 1e-6);
+  }
+}
