@@ -122,6 +122,23 @@ TEST(Chain, PartsAddUpToClientQueuePlusE2e) {
   const Chain e = request_chain(r);
   EXPECT_FALSE(e.ms[1].has_value());
   EXPECT_DOUBLE_EQ(*e.ms[9], 68);
+  // llama.cpp: prompt and generation only, no total: the rest (network included) unattributed
+  r.timings = {
+      {"prompt_n", 8}, {"prompt_ms", 30}, {"predicted_n", 3}, {"predicted_ms", 20}, {"cache_n", 2}};
+  const Chain l = request_chain(r);
+  EXPECT_DOUBLE_EQ(*l.ms[5], 30);
+  EXPECT_DOUBLE_EQ(*l.ms[6], 20);
+  EXPECT_FALSE(l.ms[1].has_value());
+  EXPECT_DOUBLE_EQ(*l.ms[9], 68 - 50);
+  EXPECT_EQ(load_request_to_json(r, {})["prefix_hit_tokens"], 2);
+  // vLLM's per-request metrics: queue, first token from scheduling, generation
+  r.timings = nullptr;
+  r.metrics = {{"queue_time_ms", 5}, {"time_to_first_token_ms", 30}, {"generation_time_ms", 50}};
+  const Chain v = request_chain(r);
+  EXPECT_DOUBLE_EQ(*v.ms[3], 5);
+  EXPECT_DOUBLE_EQ(*v.ms[5], 30);
+  EXPECT_DOUBLE_EQ(*v.ms[6], 20);
+  EXPECT_NEAR(v.sum(), 70, 1e-9);
 }
 
 // 200 concurrent streams: the client's TTFT and ITL against the stub's own record of when it
