@@ -6,6 +6,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/utf8.hpp"
+#include "load/load_compare.hpp"
 #include "report/compare.hpp"
 
 namespace latprof::cli {
@@ -53,6 +54,25 @@ CommandFn add_compare_command(CLI::App& app) {
                   ")");
     if (sub->count("--fail-if-slower") && !(*fail_pct >= 0))
       usage_error("--fail-if-slower must be a percentage >= 0");
+    if (load::is_load_report(files->front())) {  // latprof load reports: src/load/load_compare
+      if (!json_path->empty()) check_writable(*json_path, "--json");
+      if (!md_path->empty()) check_writable(*md_path, "--md");
+      check_distinct_outputs({{"--json", *json_path}, {"--md", *md_path}});
+      check_not_an_input(*json_path, "--json", *files);
+      check_not_an_input(*md_path, "--md", *files);
+      load::LoadCompareOptions lo;
+      lo.labels = labels_for(*files);
+      for (auto& l : lo.labels) l = utf8_sanitize(l);
+      lo.gate_metric = *metric;
+      lo.fail_if_slower_pct = sub->count("--fail-if-slower") ? *fail_pct : -1;
+      const load::LoadComparison c = load::compare_load_reports(*files, lo);
+      std::fputs(c.text.c_str(), stdout);
+      std::fflush(stdout);
+      if (!json_path->empty()) write_file_atomic(*json_path, c.json.dump(2) + "\n");
+      if (!md_path->empty()) write_file_atomic(*md_path, c.markdown);
+      if (!c.gate_failure.empty()) throw CheckFailed(c.gate_failure);
+      return 0;
+    }
     if (!find_metric_field(*metric)) {
       std::string names;
       for (const auto& m : metric_fields())

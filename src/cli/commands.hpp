@@ -21,5 +21,7 @@ CommandFn add_plot_command(CLI::App& app);      // cmd_plot.cpp
 CommandFn add_compare_command(CLI::App& app);   // cmd_compare.cpp
 CommandFn add_schema_command(CLI::App& app);    // cmd_schema.cpp
 CommandFn add_serve_command(CLI::App& app);     // cmd_serve.cpp
+// cmd_load.cpp; argv: the whole command line, recorded in the report.
+CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv);
 
 }  // namespace latprof::cli

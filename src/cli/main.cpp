@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   add(cli::add_compare_command(app));
   add(cli::add_schema_command(app));
   add(cli::add_serve_command(app));
+  add(cli::add_load_command(app, std::vector<std::string>(argv, argv + argc)));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
