@@ -37,7 +37,7 @@ const json& by_id(const json& j, int64_t id) {
   return none;
 }
 
-TEST(LoadCli, EveryRequestsClassesAddUpToItsE2E) {
+TEST(RunRequests, EveryRequestsClassesAddUpToItsE2E) {
   const json j = run("--requests 12 --rate inf --input 16 --output 8", "classes");
   ASSERT_TRUE(j.contains("requests"));
   ASSERT_EQ(j["requests"].size(), 12u);
@@ -74,7 +74,7 @@ TEST(LoadCli, EveryRequestsClassesAddUpToItsE2E) {
   EXPECT_TRUE(v.empty()) << v.front();
 }
 
-TEST(LoadCli, QueueTimeIsInsideTtftAndCountsAsScheduling) {
+TEST(RunRequests, QueueTimeIsInsideTtftAndCountsAsScheduling) {
   // Two sequences at a time: requests 2 and 3 wait for 0 and 1 to finish.
   const json j = run("--requests 4 --rate inf --input 12 --output 6 --max-seqs 2", "queue");
   ASSERT_EQ(j["requests"].size(), 4u);
@@ -86,7 +86,7 @@ TEST(LoadCli, QueueTimeIsInsideTtftAndCountsAsScheduling) {
   EXPECT_LE(j["run"]["batch"], 2);
 }
 
-TEST(LoadCli, ConstantArrivalsAreSpacedByTheRate) {
+TEST(RunRequests, ConstantArrivalsAreSpacedByTheRate) {
   const json j = run("--requests 5 --rate 50 --arrival constant --input 8 --output 3", "rate");
   ASSERT_EQ(j["requests"].size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_NEAR(by_id(j, i)["arrival_ms"].get<double>(), 20.0 * i, 1e-9);
@@ -95,7 +95,7 @@ TEST(LoadCli, ConstantArrivalsAreSpacedByTheRate) {
   EXPECT_GE(j["load"]["duration_ms"].get<double>(), 80.0);
 }
 
-TEST(LoadCli, LengthDistributionsAreSampledPerRequestAndRepeatable) {
+TEST(RunRequests, LengthDistributionsAreSampledPerRequestAndRepeatable) {
   const std::string args = "--requests 16 --rate inf --input uniform:4:40 --output uniform:2:9";
   const json a = run(args, "dist_a"), b = run(args, "dist_b");
   std::set<int64_t> ins;
@@ -113,7 +113,7 @@ TEST(LoadCli, LengthDistributionsAreSampledPerRequestAndRepeatable) {
   EXPECT_EQ(a["load"]["input"], "uniform:4:40");
 }
 
-TEST(LoadCli, DatasetLinesAreTheRequestsWithTheirArrivals) {
+TEST(RunRequests, DatasetLinesAreTheRequestsWithTheirArrivals) {
   const auto dir = cli_test::temp_dir("load");
   const std::string ds = (dir / "ds.jsonl").string();
   {
@@ -136,7 +136,7 @@ TEST(LoadCli, DatasetLinesAreTheRequestsWithTheirArrivals) {
   EXPECT_EQ(j["load"]["dataset"], ds);
 }
 
-TEST(LoadCli, PrefixCacheServesSharedPrefixesWhenOn) {
+TEST(RunRequests, PrefixCacheServesSharedPrefixesWhenOn) {
   const auto dir = cli_test::temp_dir("load");
   const std::string ds = (dir / "prefix.jsonl").string();
   {
@@ -168,7 +168,7 @@ TEST(LoadCli, PrefixCacheServesSharedPrefixesWhenOn) {
   EXPECT_LT(prefill_on, prefill_off);
 }
 
-TEST(LoadCli, SloSetsGoodput) {
+TEST(RunRequests, SloSetsGoodput) {
   const json easy = run("--requests 4 --rate inf --input 8 --output 4 --slo ttft:100s", "slo1");
   EXPECT_EQ(easy["summary"]["slo_attainment"], 1.0);
   EXPECT_EQ(easy["summary"]["slo"], "ttft:100000ms");  // normalized to ms
@@ -181,7 +181,7 @@ TEST(LoadCli, SloSetsGoodput) {
   for (const auto& q : hard["requests"]) EXPECT_EQ(q["slo_met"], false);
 }
 
-TEST(LoadCli, TheTableShowsTheLoad) {
+TEST(RunRequests, TheTableShowsTheLoad) {
   const auto r =
       latprof("run --model tiny --quiet --threads 1 --requests 3 --rate inf --input 8 --output 3");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -194,9 +194,9 @@ struct BadCase {
   const char* args;
   const char* expect;
 };
-class BadLoad : public ::testing::TestWithParam<BadCase> {};
+class BadRunRequests : public ::testing::TestWithParam<BadCase> {};
 
-TEST_P(BadLoad, OneLineExitTwoNoFile) {
+TEST_P(BadRunRequests, OneLineExitTwoNoFile) {
   const auto dir = cli_test::temp_dir("badload");
   const auto out = dir / "r.json";
   fs::remove(out);
@@ -209,7 +209,7 @@ TEST_P(BadLoad, OneLineExitTwoNoFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Cases, BadLoad,
+    Cases, BadRunRequests,
     ::testing::Values(
         BadCase{"--input uniform:1:5", "takes --requests"}, BadCase{"--rate 5", "add --requests"},
         BadCase{"--slo ttft:1s", "add --requests"}, BadCase{"--requests 0", "--requests"},
