@@ -433,7 +433,7 @@ TEST(Serve, GatewayRefusals) {
 }
 
 TEST(Serve, RateLimitAnswers429WithRetryAfter) {
-  ServerProcess srv({"--model", "tiny", "--api-key", "k1", "--api-key", "k2", "--rate-limit", "5",
+  ServerProcess srv({"--model", "tiny", "--api-key", "k1", "--api-key", "k2", "--rate-limit", "0.5",
                      "--rate-burst", "5"});
   const std::string k1 = "Authorization: Bearer k1", k2 = "Authorization: Bearer k2";
   RawResponse r;
