@@ -97,7 +97,8 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                   "Positions of one request (0: the model's context)")
       ->capture_default_str();
   sub->add_option("--max-batched-tokens", o->max_batched_tokens,
-                  "Token budget of one engine step, prefill chunks and decodes together")
+                  "Token budget of one engine step, prefill chunks and decodes together (0: the "
+                  "backend's default, CPU 512, CUDA 8192)")
       ->capture_default_str();
   sub->add_option("--max-seqs", o->max_seqs, "Sequences in one engine step")->capture_default_str();
   sub->add_option("--requests", o->requests,

@@ -69,7 +69,8 @@ CommandFn add_serve_command(CLI::App& app) {
                   "Positions of one request, prompt and output (0: the model's context)")
       ->capture_default_str();
   sub->add_option("--max-batched-tokens", m.max_batched_tokens,
-                  "Token budget of one engine step, prefill chunks and decodes together")
+                  "Token budget of one engine step, prefill chunks and decodes together (0: the "
+                  "backend's default, CPU 512, CUDA 8192)")
       ->capture_default_str();
   sub->add_option("--max-seqs", m.max_seqs, "Sequences in one engine step")->capture_default_str();
   sub->add_option("--host", s.host, "Address to listen on")->capture_default_str();

@@ -27,6 +27,10 @@ Footprint LoadedModel::footprint(const ModelConfig& c, WeightType wtype, const B
   return f;
 }
 
+int64_t default_max_batched_tokens(const Backend& b) {
+  return b.device().backend == "cpu" ? kDefaultBatchedTokensCpu : kDefaultBatchedTokensCuda;
+}
+
 void LoadedModel::check_fits(const Footprint& f, const Backend& b, const std::string& what) {
   const DeviceInfo d = b.device();
   if (d.memory_available_bytes > 0 && f.total() > d.memory_available_bytes)

@@ -39,6 +39,14 @@ struct EngineShape {
   int64_t max_blocks() const { return (max_model_len + block_size - 1) / block_size; }
 };
 
+// The token budget of an engine step when --max-batched-tokens is 0 (the default), per backend,
+// from measurements (README, "The engine"; reports/engine-cpu.md): on the CPU 512, which cuts the
+// decode stall of a long prompt arriving by 2.6x against a one-step prefill at no cost in its
+// TTFT; on CUDA vLLM's 8192 (not measured here).
+inline constexpr int64_t kDefaultBatchedTokensCpu = 512;
+inline constexpr int64_t kDefaultBatchedTokensCuda = 8192;
+int64_t default_max_batched_tokens(const Backend& b);
+
 class LoadedModel {
  public:
   LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& backend, const EngineShape& shape);

@@ -348,9 +348,11 @@ EngineShape engine_shape_for(const RunOptions& o, const ModelConfig& cfg, const 
       (o.kv_block_size & (o.kv_block_size - 1)) != 0)
     usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
                 std::to_string(o.kv_block_size) + ")");
-  if (o.max_batched_tokens < 1 || o.max_batched_tokens > (int64_t(1) << 20))
-    usage_error("--max-batched-tokens must be from 1 to 1048576 tokens (got " +
-                std::to_string(o.max_batched_tokens) + ")");
+  if (o.max_batched_tokens < 0 || o.max_batched_tokens > (int64_t(1) << 20))
+    usage_error(
+        "--max-batched-tokens must be from 1 to 1048576 tokens, or 0 for the backend's "
+        "default (got " +
+        std::to_string(o.max_batched_tokens) + ")");
   if (o.max_seqs < 1 || o.max_seqs > 4096)
     usage_error("--max-seqs must be from 1 to 4096 (got " + std::to_string(o.max_seqs) + ")");
   if (o.max_model_len < 0 || o.max_model_len > cfg.max_seq_len)
@@ -361,7 +363,9 @@ EngineShape engine_shape_for(const RunOptions& o, const ModelConfig& cfg, const 
   EngineShape e;
   e.block_size = o.kv_block_size;
   e.max_model_len = o.max_model_len > 0 ? o.max_model_len : cfg.max_seq_len;
-  const int64_t budget = o.max_batched_tokens, seqs = o.max_seqs;
+  const int64_t budget =
+      o.max_batched_tokens > 0 ? o.max_batched_tokens : default_max_batched_tokens(b);
+  const int64_t seqs = o.max_seqs;
   const int64_t n = int64_t(reqs.size());
   // No step of this run holds more than every prompt token, or more sequences than requests.
   int64_t prompt_tokens = 0;

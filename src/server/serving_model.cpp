@@ -65,9 +65,11 @@ void check_engine_flags(const ServeModelOptions& o, const ModelConfig& cfg) {
       (o.kv_block_size & (o.kv_block_size - 1)) != 0)
     usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
                 std::to_string(o.kv_block_size) + ")");
-  if (o.max_batched_tokens < 1 || o.max_batched_tokens > (int64_t(1) << 20))
-    usage_error("--max-batched-tokens must be from 1 to 1048576 tokens (got " +
-                std::to_string(o.max_batched_tokens) + ")");
+  if (o.max_batched_tokens < 0 || o.max_batched_tokens > (int64_t(1) << 20))
+    usage_error(
+        "--max-batched-tokens must be from 1 to 1048576 tokens, or 0 for the backend's "
+        "default (got " +
+        std::to_string(o.max_batched_tokens) + ")");
   if (o.max_seqs < 1 || o.max_seqs > 4096)
     usage_error("--max-seqs must be from 1 to 4096 (got " + std::to_string(o.max_seqs) + ")");
   if (o.max_model_len != 0 && (o.max_model_len < 2 || o.max_model_len > cfg.max_seq_len))
@@ -103,7 +105,8 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
   EngineShape& e = shape_;
   e.block_size = o.kv_block_size;
   e.max_model_len = o.max_model_len > 0 ? o.max_model_len : cfg.max_seq_len;
-  e.max_step_tokens = o.max_batched_tokens;
+  e.max_step_tokens =
+      o.max_batched_tokens > 0 ? o.max_batched_tokens : default_max_batched_tokens(b);
   e.max_seqs = o.max_seqs;
   const Precision p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
   const double block_bytes = kv_bytes_per_token(cfg, p) * double(e.block_size);

@@ -34,7 +34,7 @@ struct ServeModelOptions {
   int64_t kv_block_size = 16;         // positions per KV block
   std::string kv_cache_memory;        // "": the default above
   int64_t max_model_len = 0;          // positions of one request; 0: the model's context
-  int64_t max_batched_tokens = 2048;  // tokens per engine step
+  int64_t max_batched_tokens = 0;  // tokens per engine step; 0: the backend's default
   int64_t max_seqs = 256;             // sequences per engine step
   bool graphs = true;
 };

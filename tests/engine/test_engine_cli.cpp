@@ -51,6 +51,15 @@ TEST(EngineCli, BatchedStepsMixPrefillAndDecodeWithinTheBudget) {
   EXPECT_EQ(j["run"]["output_token_ids"], alone["run"]["output_token_ids"]);
 }
 
+TEST(EngineCli, DefaultBudgetIsTheBackendsAndChunksLongPrompts) {
+  // CPU default: 512 tokens per step, so two 400-token prompts take at least two steps.
+  const json j = run("--input 400 --output 4 --batch 2", "budget");
+  EXPECT_EQ(j["setup"]["engine"]["max_batched_tokens"], 512);
+  for (const auto& s : j["steps"])
+    EXPECT_LE(s["prefill_tokens"].get<int64_t>() + s["decode_tokens"].get<int64_t>(), 512);
+  EXPECT_GT(j["steps"][1]["prefill_tokens"].get<int64_t>(), 0) << "the second prompt's rest";
+}
+
 TEST(EngineCli, TraceHasATrackOfSteps) {
   const auto dir = cli_test::temp_dir("engine");
   const std::string trace = (dir / "steps.trace.json").string();
@@ -78,7 +87,7 @@ TEST(EngineCli, TooSmallAKvCachePreemptsAndStillFinishes) {
 
 TEST(EngineCli, BadEngineFlagsAreOneLineUsageErrors) {
   const std::pair<const char*, const char*> cases[] = {
-      {"--max-batched-tokens 0", "--max-batched-tokens must be"},
+      {"--max-batched-tokens -1", "--max-batched-tokens must be"},
       {"--max-batched-tokens -5", "--max-batched-tokens must be"},
       {"--kv-block-size 0", "--kv-block-size must be a power of two"},
       {"--kv-block-size 12", "--kv-block-size must be a power of two"},
