@@ -280,12 +280,69 @@ nlohmann::json load_summary_to_json(const RunResult& run, const workload::Slo& s
   j["wall_s"] = wall_s;
   j["request_throughput_wall"] = wall_s > 0 ? double(ok.size()) / wall_s : 0.0;
   j["output_tokens_per_s_wall"] = wall_s > 0 ? double(tokens) / wall_s : 0.0;
+  j["in_flight"] = in_flight_json(run.requests);
   j["client"] = {{"cpu_ms", run.cpu_ms},
                  {"cpu_us_per_token", tokens > 0 ? nlohmann::json(run.cpu_ms * 1e3 / double(tokens))
                                                  : nlohmann::json()},
                  {"cpu_us_per_chunk", chunks > 0 ? nlohmann::json(run.cpu_ms * 1e3 / double(chunks))
                                                  : nlohmann::json()},
                  {"max_in_flight", run.max_in_flight}};
+  return j;
+}
+
+nlohmann::json in_flight_json(const std::vector<RequestResult>& requests) {
+  // Steps of the two counts: (time, requests delta, tokens delta), integrated in time order.
+  struct Event {
+    double ms;
+    int64_t requests, tokens;
+  };
+  std::vector<Event> ev;
+  for (const RequestResult& r : requests) {
+    if (!(r.done_ms >= r.sent_ms)) continue;
+    const int64_t prompt = r.prompt_tokens.value_or(r.asked_input);
+    int64_t held = prompt;
+    ev.push_back({r.sent_ms, 1, prompt});
+    for (size_t i = 0; i < r.chunk_ms.size(); ++i) {
+      const int64_t k = i < r.chunk_tokens.size() && r.chunk_tokens[i] > 0 ? r.chunk_tokens[i] : 1;
+      ev.push_back({std::clamp(r.chunk_ms[i], r.sent_ms, r.done_ms), 0, k});
+      held += k;
+    }
+    ev.push_back({r.done_ms, -1, -held});
+  }
+  nlohmann::json j = {
+      {"requests_effective", nullptr}, {"requests_active", nullptr}, {"requests_max", 0},
+      {"tokens_effective", nullptr},   {"tokens_active", nullptr},   {"tokens_max", 0}};
+  if (ev.empty()) return j;
+  // Ends before starts at the same instant, so a request handing over to the next does not
+  // count twice.
+  std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) {
+    return a.ms < b.ms || (a.ms == b.ms && a.requests < b.requests);
+  });
+  double req_area = 0, tok_area = 0, active_ms = 0;
+  int64_t req = 0, tok = 0, req_max = 0, tok_max = 0;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    if (i > 0) {
+      const double dt = ev[i].ms - ev[i - 1].ms;
+      req_area += double(req) * dt;
+      tok_area += double(tok) * dt;
+      if (req > 0) active_ms += dt;
+    }
+    req += ev[i].requests;
+    tok += ev[i].tokens;
+    req_max = std::max(req_max, req);
+    tok_max = std::max(tok_max, tok);
+  }
+  const double window = ev.back().ms - ev.front().ms;
+  j["requests_max"] = req_max;
+  j["tokens_max"] = tok_max;
+  if (window > 0) {
+    j["requests_effective"] = req_area / window;
+    j["tokens_effective"] = tok_area / window;
+  }
+  if (active_ms > 0) {
+    j["requests_active"] = req_area / active_ms;
+    j["tokens_active"] = tok_area / active_ms;
+  }
   return j;
 }
 

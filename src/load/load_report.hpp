@@ -43,6 +43,12 @@ nlohmann::json load_request_to_json(const RequestResult& r, const workload::Slo&
 // The summary over one run: summary_to_json's fields (percentiles over successful requests)
 // plus the client's own.
 nlohmann::json load_summary_to_json(const RunResult& run, const workload::Slo& slo);
+// Requests and tokens in flight, time-weighted as AIPerf's "effective" (over the window from the
+// first send to the last end) and "active" (over the time at least one request was in flight)
+// metrics, with their maxima. A request is in flight from sent_ms to done_ms; its tokens are its
+// prompt (usage.prompt_tokens, else the length asked) plus the tokens received so far: the KV
+// positions the server must hold for it, as the client sees them.
+nlohmann::json in_flight_json(const std::vector<RequestResult>& requests);
 
 // Lines worth telling the user (prompt lengths that differ from what was asked, ...).
 std::vector<std::string> load_notes(const RunResult& run);

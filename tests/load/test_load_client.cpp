@@ -313,6 +313,32 @@ TEST(Records, ChunksOfSeveralTokensAsEqualGaps) {
   EXPECT_DOUBLE_EQ(*tpot_ms(r), 10.0);
 }
 
+TEST(Records, RequestsAndTokensInFlightTimeWeighted) {
+  // A: sent 0, prompt 10, chunks at 10 (1 token) and 20 (2 tokens), done 30.
+  // B: sent 20, prompt 4 (asked; no usage), one chunk at 25, done 40.
+  // C: sent 60, done 70, prompt 2: the window is 0..70, with 20 ms when nothing was in flight.
+  RequestResult a, b, c;
+  a.sent_ms = 0, a.done_ms = 30, a.prompt_tokens = 10, a.chunk_ms = {10, 20},
+  a.chunk_tokens = {1, 2};
+  b.sent_ms = 20, b.done_ms = 40, b.asked_input = 4, b.chunk_ms = {25}, b.chunk_tokens = {0};
+  c.sent_ms = 60, c.done_ms = 70, c.prompt_tokens = 2;
+  const nlohmann::json j = in_flight_json({a, b, c});
+  // Requests: 1 on 0..20, 2 on 20..30, 1 on 30..40, 0 on 40..60, 1 on 60..70.
+  const double req_area = 20 + 20 + 10 + 10;
+  EXPECT_DOUBLE_EQ(j["requests_effective"].get<double>(), req_area / 70);
+  EXPECT_DOUBLE_EQ(j["requests_active"].get<double>(), req_area / 50);
+  EXPECT_EQ(j["requests_max"], 2);
+  // Tokens: A 10 on 0..10, 11 on 10..20, 13 on 20..30; B 4 on 20..25, 5 on 25..40; C 2 on 60..70.
+  const double tok_area = 10 * 10 + 11 * 10 + 13 * 10 + 4 * 5 + 5 * 15 + 2 * 10;
+  EXPECT_DOUBLE_EQ(j["tokens_effective"].get<double>(), tok_area / 70);
+  EXPECT_DOUBLE_EQ(j["tokens_active"].get<double>(), tok_area / 50);
+  EXPECT_EQ(j["tokens_max"], 13 + 5);
+  // Nothing sent: nulls and zeros, no division by zero.
+  const nlohmann::json none = in_flight_json({});
+  EXPECT_TRUE(none["requests_effective"].is_null());
+  EXPECT_EQ(none["tokens_max"], 0);
+}
+
 // The client's own error against the stub's record as streams grow (reports/load-client.md).
 // A benchmark, not a check: runs only with LATPROF_LOAD_BENCH=1 (e.g. "200,500,1000,2000").
 TEST(LoadClientBench, ErrorAndCpuPerTokenAsStreamsGrow) {
