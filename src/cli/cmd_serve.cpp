@@ -26,7 +26,7 @@ struct ServeFlags {
   server::ServeModelOptions model;
   server::ServerOptions srv;
   std::vector<std::string> api_keys;
-  std::string api_keys_file, chat_template, max_body = "8MiB";
+  std::string api_keys_file, chat_template, max_body = "8MiB", prefix_cache = "on";
   bool no_graph = false;
 };
 
@@ -73,6 +73,9 @@ CommandFn add_serve_command(CLI::App& app) {
                   "backend's default, CPU 512, CUDA 8192)")
       ->capture_default_str();
   sub->add_option("--max-seqs", m.max_seqs, "Sequences in one engine step")->capture_default_str();
+  sub->add_option("--prefix-cache", f->prefix_cache,
+                  "Reuse cached KV blocks of identical prompt prefixes: on or off")
+      ->capture_default_str();
   sub->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port,-p", s.port, "Port to listen on (0: any free port)")
       ->capture_default_str();
@@ -150,6 +153,9 @@ CommandFn add_serve_command(CLI::App& app) {
     if (!so.trace_path.empty() && !so.jsonl_path.empty())
       check_distinct_outputs({{"--jsonl", so.jsonl_path}, {"--trace", so.trace_path}});
     fl.model.graphs = !fl.no_graph;
+    if (fl.prefix_cache != "on" && fl.prefix_cache != "off")
+      usage_error("--prefix-cache must be on or off (got '" + fl.prefix_cache + "')");
+    fl.model.prefix_cache = fl.prefix_cache == "on";
     // Chat template: a family name, a template file, or the model's own.
     if (!fl.chat_template.empty()) {
       if (server::chat_template_from_name(fl.chat_template, so.chat_template)) {

@@ -276,7 +276,10 @@ bool Client::Loop::on_event(Transfer& t, const std::string& data) {
     return false;
   }
   if (c.content) {
-    t.r.chunk_ms.push_back(wake_ms_);
+    // Stamped when epoll_wait returned with its bytes, but never before the request began: a
+    // response read in the same pass as its request was sent (a fast server on loopback) came
+    // after the send.
+    t.r.chunk_ms.push_back(std::max(wake_ms_, t.r.sent_ms));
     int64_t k = 0;  // tokens in this chunk, where cumulative usage says
     if (c.completion_tokens && *c.completion_tokens > t.last_completion)
       k = *c.completion_tokens - t.last_completion;
@@ -385,7 +388,7 @@ void Client::Loop::finish(CURL* easy, CURLcode rc) {
       r.error_message = *c.error;
     } else {
       if (c.content) {
-        r.chunk_ms.push_back(wake_ms_);
+        r.chunk_ms.push_back(std::max(wake_ms_, r.sent_ms));  // as above
         r.chunk_tokens.push_back(0);
       }
       r.prompt_tokens = c.prompt_tokens;

@@ -77,27 +77,31 @@ Chain request_chain(const RequestResult& r) {
   }
   double server_parts = 0;
   for (int i = kGateway; i <= kSerialize; ++i)
-    if (c.ms[i]) server_parts += *c.ms[i];
-  if (server_total) {
-    c.ms[kNetwork] = e2e - *server_total;
-    c.ms[kUnattributed] = *server_total - server_parts;
-  } else {
-    c.ms[kUnattributed] = e2e - server_parts;
-  }
+    if (c.ms[i]) {
+      c.ms[i] = std::max(0.0, *c.ms[i]);
+      server_parts += *c.ms[i];
+    }
+  // What the server does not break down: its total less its parts (never below 0: parts that
+  // overshoot the total by rounding leave nothing), or without a total the rest of e2e.
+  c.ms[kUnattributed] = std::max(0.0, (server_total ? *server_total : e2e) - server_parts);
   // The server's figures may cover a little more than the client's e2e (its total runs to the
   // trailing usage chunk, after the last content chunk): take the excess off the chain from the
   // end (unattributed, then serialize, detokenize, ...), so that the parts add up.
-  for (int i : {kNetwork, kUnattributed})
-    if (c.ms[i] && *c.ms[i] < 0) {
-      double excess = -*c.ms[i];
-      c.ms[i] = 0.0;
-      for (int j = kUnattributed; j >= kGateway && excess > 0; --j) {
-        if (!c.ms[j] || j == kNetwork) continue;
-        const double take = std::min(*c.ms[j], excess);
-        *c.ms[j] -= take;
-        excess -= take;
-      }
-    }
+  double excess = server_parts + *c.ms[kUnattributed] - e2e;
+  for (int j = kUnattributed; j >= kGateway && excess > 0; --j) {
+    if (!c.ms[j] || j == kNetwork) continue;
+    const double take = std::min(*c.ms[j], excess);
+    *c.ms[j] -= take;
+    excess -= take;
+  }
+  // The network is the client's time the server's account does not cover (known only when the
+  // server gives its total).
+  if (server_total) {
+    double covered = 0;
+    for (int i = kGateway; i <= kUnattributed; ++i)
+      if (i != kNetwork && c.ms[i]) covered += *c.ms[i];
+    c.ms[kNetwork] = std::max(0.0, e2e - covered);
+  }
   return c;
 }
 

@@ -239,10 +239,13 @@ std::string StageTimes::server_timing() const {
   return out;
 }
 
-json llama_timings(int64_t prompt_n, double prompt_ms, int64_t predicted_n, double predicted_ms) {
+json llama_timings(int64_t prompt_tokens, int64_t cache_n, double prompt_ms, int64_t predicted_n,
+                   double predicted_ms) {
+  // As llama.cpp's server: prompt_n counts the prompt tokens computed, cache_n those reused.
+  const int64_t prompt_n = prompt_tokens - cache_n;
   auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / double(n) : 0.0; };
   auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1e3 * double(n) / ms : 0.0; };
-  return {{"cache_n", 0},
+  return {{"cache_n", cache_n},
           {"prompt_n", prompt_n},
           {"prompt_ms", prompt_ms},
           {"prompt_per_token_ms", per_token(prompt_ms, prompt_n)},

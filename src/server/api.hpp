@@ -74,8 +74,9 @@ struct StageTimes {
   std::string server_timing() const;  // the W3C Server-Timing header value
 };
 
-// llama.cpp's `timings` object.
-nlohmann::json llama_timings(int64_t prompt_n, double prompt_ms, int64_t predicted_n,
-                             double predicted_ms);
+// llama.cpp's `timings` object: prompt_n counts the prompt tokens computed (prompt_tokens less
+// the cache_n found in the prefix cache), as llama.cpp's server reports them.
+nlohmann::json llama_timings(int64_t prompt_tokens, int64_t cache_n, double prompt_ms,
+                             int64_t predicted_n, double predicted_ms);
 
 }  // namespace latprof::server

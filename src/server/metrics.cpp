@@ -69,6 +69,11 @@ Metrics::Metrics() : reg_(std::make_shared<prometheus::Registry>()) {
       &counter("generation_tokens_total", "Tokens generated (all requests)")->Add({});
   preemptions = &counter("num_preemptions_total", "Requests preempted for KV blocks")->Add({});
   steps = &counter("engine_steps_total", "Engine steps run")->Add({});
+  prefix_cache_queries =
+      &counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache")
+           ->Add({});
+  prefix_cache_hits =
+      &counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache")->Add({});
   success_ = counter("request_success_total", "Finished requests by finish reason");
   cancelled_ = counter("request_cancelled_total",
                        "Requests cancelled before they finished (their KV blocks freed)");

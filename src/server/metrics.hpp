@@ -22,7 +22,8 @@ class Metrics {
       *tokenize, *detokenize, *serialize, *connection_wait, *prompt_tokens_hist,
       *generation_tokens_hist, *iteration_tokens;
   prometheus::Gauge *running, *waiting, *kv_usage;
-  prometheus::Counter *prompt_tokens, *generation_tokens, *preemptions, *steps;
+  prometheus::Counter *prompt_tokens, *generation_tokens, *preemptions, *steps,
+      *prefix_cache_queries, *prefix_cache_hits;
 
   void success(const std::string& finished_reason);  // request_success_total{finished_reason}
   void cancelled(const std::string& reason);         // request_cancelled_total{reason}

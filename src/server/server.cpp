@@ -195,6 +195,8 @@ struct Server::Impl {
     } else {
       metrics.success(l->finish_reason);
       metrics.prompt_tokens->Increment(double(l->prompt_tokens));
+      metrics.prefix_cache_queries->Increment(double(l->prompt_tokens));
+      metrics.prefix_cache_hits->Increment(double(tl.prefix_hit_tokens));
       metrics.prompt_tokens_hist->Observe(double(l->prompt_tokens));
       metrics.generation_tokens_hist->Observe(double(l->n_tokens));
       if (!tl.token_ms.empty()) {
@@ -361,8 +363,9 @@ struct Server::Impl {
     l.stages = l.stage_times();
     l.answered = true;
     const engine::RequestTimeline& tl = l.tl;
-    const json timings = llama_timings(l.prompt_tokens, tl.token_ms.front() - tl.first_scheduled_ms,
-                                       l.n_tokens, tl.token_ms.back() - tl.token_ms.front());
+    const json timings = llama_timings(l.prompt_tokens, tl.prefix_hit_tokens,
+                                       tl.token_ms.front() - tl.first_scheduled_ms, l.n_tokens,
+                                       tl.token_ms.back() - tl.token_ms.front());
     body.pop_back();  // the closing brace
     body += ",\"timings\":" + timings.dump() + ",\"latprof_timings\":" + l.stages.to_json().dump() +
             "}";
@@ -819,7 +822,8 @@ void Server::attach(ServingModel& model) {
   if (m.model_id.empty()) m.model_id = model.config().name;
   m.pool = std::make_unique<engine::BlockPool>(e.kv_blocks, e.block_size);
   m.exec = std::make_unique<ServingExecutor>(model);
-  const engine::SchedulerConfig sc{e.max_step_tokens, e.max_seqs, e.max_model_len};
+  engine::SchedulerConfig sc{e.max_step_tokens, e.max_seqs, e.max_model_len};
+  sc.enable_prefix_caching = model.prefix_cache();
   // Warm-up: one short request through the same pool and executor before the first client,
   // so no client meets cold threads, pages or code paths.
   {

@@ -102,6 +102,7 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
   Backend& b = *backend_;
   b.set_graph_enabled(o.graphs);
 
+  prefix_cache_ = o.prefix_cache;
   EngineShape& e = shape_;
   e.block_size = o.kv_block_size;
   e.max_model_len = o.max_model_len > 0 ? o.max_model_len : cfg.max_seq_len;

@@ -30,13 +30,14 @@ struct ServeModelOptions {
   std::string dtype = "fp16";
   std::string backend = "auto";
   int threads = 0;
-  uint64_t seed = 42;                 // synthetic weights of built-in models
-  int64_t kv_block_size = 16;         // positions per KV block
-  std::string kv_cache_memory;        // "": the default above
-  int64_t max_model_len = 0;          // positions of one request; 0: the model's context
+  uint64_t seed = 42;              // synthetic weights of built-in models
+  int64_t kv_block_size = 16;      // positions per KV block
+  std::string kv_cache_memory;     // "": the default above
+  int64_t max_model_len = 0;       // positions of one request; 0: the model's context
   int64_t max_batched_tokens = 0;  // tokens per engine step; 0: the backend's default
-  int64_t max_seqs = 256;             // sequences per engine step
+  int64_t max_seqs = 256;          // sequences per engine step
   bool graphs = true;
+  bool prefix_cache = true;  // reuse cached KV blocks of identical prompt prefixes
 };
 
 // Sampling parameters of one request (OpenAI / vLLM semantics): temperature 0 is greedy;
@@ -68,6 +69,7 @@ class ServingModel {
   const std::string& why_not_cuda() const { return why_not_cuda_; }
   double kv_bytes() const { return kv_bytes_; }
   int threads() const { return threads_; }  // CPU threads (OpenMP) of each step
+  bool prefix_cache() const { return prefix_cache_; }
   double load_ms() const { return load_ms_; }
 
  private:
@@ -78,6 +80,7 @@ class ServingModel {
   std::unique_ptr<LoadedModel> model_;
   double kv_bytes_ = 0;
   double load_ms_ = 0;
+  bool prefix_cache_ = true;
   int threads_ = 1;
 };
 

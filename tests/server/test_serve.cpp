@@ -560,6 +560,44 @@ TEST(Serve, DrainTimeoutCancelsWhatIsStillRunning) {
   EXPECT_EQ(a.get().status, 503);
 }
 
+// Prefix caching is on by default in the server: a second request sharing a long prompt prefix
+// reuses its full KV blocks, reported as llama.cpp does (cache_n; prompt_n = tokens computed) and
+// in the prefix-cache counters; its greedy text is what a server without the cache gives.
+TEST(Serve, PrefixCacheReusesASharedPromptPrefix) {
+  std::string prefix;
+  for (int i = 0; i < 12; ++i) prefix += "keto lo ba ze ";
+  json req = {{"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}};
+  auto run = [&](const std::vector<std::string>& args) {
+    ServerProcess srv(args);
+    req["prompt"] = prefix + "first";
+    const json a = complete(srv.port, req);
+    req["prompt"] = prefix + "second";
+    const json b = complete(srv.port, req);
+    // Counted once the last byte is written: poll briefly.
+    const int64_t asked =
+        a["usage"]["prompt_tokens"].get<int64_t>() + b["usage"]["prompt_tokens"].get<int64_t>();
+    EXPECT_TRUE(wait_metrics(srv.port, [&](const std::string& t) {
+      return metric(t, "latprof:prefix_cache_queries_total") == asked;
+    }));
+    const std::string m = metrics_text(srv.port);
+    EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+    return std::make_tuple(a, b, m);
+  };
+  const auto [a, b, m] = run({"--model", "tiny"});
+  EXPECT_EQ(a["timings"]["cache_n"], 0);
+  const int64_t hits = b["timings"]["cache_n"], prompt = b["usage"]["prompt_tokens"];
+  EXPECT_GE(hits, 16) << b["timings"].dump();
+  EXPECT_EQ(hits % 16, 0);
+  EXPECT_EQ(b["timings"]["prompt_n"].get<int64_t>(), prompt - hits);
+  EXPECT_EQ(metric(m, "latprof:prefix_cache_hits_total"), hits);
+  EXPECT_EQ(metric(m, "latprof:prefix_cache_queries_total"),
+            a["usage"]["prompt_tokens"].get<int64_t>() + prompt);
+  const auto [a_off, b_off, m_off] = run({"--model", "tiny", "--prefix-cache", "off"});
+  EXPECT_EQ(b_off["timings"]["cache_n"], 0);
+  EXPECT_EQ(metric(m_off, "latprof:prefix_cache_hits_total"), 0);
+  EXPECT_EQ(b_off["choices"][0]["text"], b["choices"][0]["text"]);
+}
+
 TEST(Serve, MetricsCountTheRequestsSent) {
   ServerProcess srv({"--model", "tiny"});
   int64_t prompt = 0, generated = 0;

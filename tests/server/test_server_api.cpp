@@ -207,8 +207,13 @@ TEST(ServerApi, ServerTimingHeaderCarriesEveryStage) {
             "gateway;dur=0.500, queue;dur=1.000, tokenize;dur=0.250, prefill;dur=10.000, "
             "decode;dur=20.000, detokenize;dur=0.125, serialize;dur=0.062, total;dur=31.938");
   EXPECT_EQ(s.to_json().size(), 8u);
-  const auto t = llama_timings(4, 8.0, 10, 20.0);
+  const auto t = llama_timings(4, 0, 8.0, 10, 20.0);
   EXPECT_DOUBLE_EQ(t["prompt_per_token_ms"].get<double>(), 2.0);
+  EXPECT_EQ(t["cache_n"], 0);
+  const auto cached = llama_timings(20, 16, 8.0, 10, 20.0);  // 16 of 20 from the prefix cache
+  EXPECT_EQ(cached["prompt_n"], 4);
+  EXPECT_EQ(cached["cache_n"], 16);
+  EXPECT_DOUBLE_EQ(cached["prompt_per_token_ms"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(t["predicted_per_second"].get<double>(), 500.0);
 }
 
