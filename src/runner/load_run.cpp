@@ -272,10 +272,8 @@ RunReport run_load(const RunOptions& o) {
   open_run_model(o, s);
   const ModelConfig& cfg = s.om.config;
   const Tokenizer& tok = *s.om.tokenizer;
-  if (o.max_model_len < 0 || o.max_model_len > cfg.max_seq_len)
-    usage_error("--max-model-len must be from 2 to the model's context of " +
-                std::to_string(cfg.max_seq_len) + " tokens (got " +
-                std::to_string(o.max_model_len) + ")");
+  check_engine_flags(o.kv_block_size, o.max_batched_tokens, o.max_seqs, o.max_model_len,
+                     cfg.max_seq_len);
   const int64_t max_len = o.max_model_len > 0 ? o.max_model_len : cfg.max_seq_len;
   std::optional<workload::Slo> slo;
   if (!o.slo.empty()) slo = workload::Slo::parse(o.slo);
@@ -483,18 +481,12 @@ RunReport run_load(const RunOptions& o) {
                        {"kv_cache_bytes_touched", kv_touched},
                        {"time_ms", warmup_ms}};
   r.setup["engine"]["preemptions"] = preempted;
-  double stage_sum = 0;
-  for (const auto& st : r.stages) stage_sum += st.time_ms;
-  r.setup["unattributed_ms"] = run_ms - stage_sum;
   r.notes.push_back(
       "--requests: " + std::to_string(reqs.size()) +
       " requests, one timed run; latencies count "
       "from each request's arrival (queueing included); prompts were tokenized before the run; "
       "the stage table partitions the run from the first arrival to the last token");
-  r.notes.push_back(std::string("times measured with ") + b.clock_name() +
-                    "; FLOPs and bytes from the cost model; ceilings " + r.ceilings.source);
-  for (const auto& n : b.notes()) r.notes.push_back(n);
-  add_physics_checks(r);
+  finish_report(r, b, run_ms);
   return r;
 }
 

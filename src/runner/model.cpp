@@ -31,6 +31,24 @@ int64_t default_max_batched_tokens(const Backend& b) {
   return b.device().backend == "cpu" ? kDefaultBatchedTokensCpu : kDefaultBatchedTokensCuda;
 }
 
+void check_engine_flags(int64_t kv_block_size, int64_t max_batched_tokens, int64_t max_seqs,
+                        int64_t max_model_len, int64_t context) {
+  if (kv_block_size < 1 || kv_block_size > 4096 || (kv_block_size & (kv_block_size - 1)) != 0)
+    usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
+                std::to_string(kv_block_size) + ")");
+  if (max_batched_tokens < 0 || max_batched_tokens > (int64_t(1) << 20))
+    usage_error(
+        "--max-batched-tokens must be from 1 to 1048576 tokens, or 0 for the backend's "
+        "default (got " +
+        std::to_string(max_batched_tokens) + ")");
+  if (max_seqs < 1 || max_seqs > 4096)
+    usage_error("--max-seqs must be from 1 to 4096 (got " + std::to_string(max_seqs) + ")");
+  if (max_model_len != 0 && (max_model_len < 2 || max_model_len > context))
+    usage_error("--max-model-len must be from 2 to the model's context of " +
+                std::to_string(context) + " tokens, or 0 for the whole context (got " +
+                std::to_string(max_model_len) + ")");
+}
+
 void LoadedModel::check_fits(const Footprint& f, const Backend& b, const std::string& what) {
   const DeviceInfo d = b.device();
   if (d.memory_available_bytes > 0 && f.total() > d.memory_available_bytes)

@@ -46,6 +46,11 @@ struct EngineShape {
 inline constexpr int64_t kDefaultBatchedTokensCpu = 512;
 inline constexpr int64_t kDefaultBatchedTokensCuda = 8192;
 int64_t default_max_batched_tokens(const Backend& b);
+// Throws UsageError naming the flag when an engine flag is out of range: --kv-block-size a power
+// of two 1..4096, --max-batched-tokens 0 (the backend's default) or 1..2^20, --max-seqs 1..4096,
+// --max-model-len 0 (the model's context) or 2..context.
+void check_engine_flags(int64_t kv_block_size, int64_t max_batched_tokens, int64_t max_seqs,
+                        int64_t max_model_len, int64_t context);
 
 class LoadedModel {
  public:

@@ -14,6 +14,7 @@
 #include "core/nvtx.hpp"
 #include "core/progress.hpp"
 #include "latprof/build_info.hpp"
+#include "report/physics.hpp"
 #include "runner/host_ceilings.hpp"
 
 namespace latprof::run_detail {
@@ -168,6 +169,16 @@ StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_
     row.mbu = c.mem_bw_bytes_per_s > 0 ? work.bytes() / sec / c.mem_bw_bytes_per_s : 0;
   }
   return row;
+}
+
+void finish_report(RunReport& r, const Backend& b, double total_ms) {
+  double stage_sum = 0;
+  for (const auto& st : r.stages) stage_sum += st.time_ms;
+  r.setup["unattributed_ms"] = total_ms - stage_sum;
+  r.notes.push_back(std::string("times measured with ") + b.clock_name() +
+                    "; FLOPs and bytes from the cost model; ceilings " + r.ceilings.source);
+  for (const auto& n : b.notes()) r.notes.push_back(n);
+  add_physics_checks(r);
 }
 
 void open_run_model(const RunOptions& o, RunSetup& s) {

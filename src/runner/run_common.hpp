@@ -64,5 +64,8 @@ void load_run_weights(const RunOptions& o, RunSetup& s, const EngineShape& es);
 // The parts of the report every run fills the same way: run info (identity), model config,
 // machine (with the load-average warning), setup times and the engine's settings.
 void fill_run_identity(const RunOptions& o, RunSetup& s, const EngineShape& es);
+// The end of every report: what the stages leave unattributed of `total_ms` (zero up to
+// rounding: they partition it), the notes on the clock and the backend, the physics checks.
+void finish_report(RunReport& r, const Backend& b, double total_ms);
 
 }  // namespace latprof::run_detail

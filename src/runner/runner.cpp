@@ -344,21 +344,8 @@ EngineShape engine_shape_for_run(const RunOptions& o, const ModelConfig& cfg, co
 
 EngineShape engine_shape_for(const RunOptions& o, const ModelConfig& cfg, const Backend& b,
                              const std::vector<RequestShape>& reqs) {
-  if (o.kv_block_size < 1 || o.kv_block_size > 4096 ||
-      (o.kv_block_size & (o.kv_block_size - 1)) != 0)
-    usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
-                std::to_string(o.kv_block_size) + ")");
-  if (o.max_batched_tokens < 0 || o.max_batched_tokens > (int64_t(1) << 20))
-    usage_error(
-        "--max-batched-tokens must be from 1 to 1048576 tokens, or 0 for the backend's "
-        "default (got " +
-        std::to_string(o.max_batched_tokens) + ")");
-  if (o.max_seqs < 1 || o.max_seqs > 4096)
-    usage_error("--max-seqs must be from 1 to 4096 (got " + std::to_string(o.max_seqs) + ")");
-  if (o.max_model_len < 0 || o.max_model_len > cfg.max_seq_len)
-    usage_error("--max-model-len must be from 2 to the model's context of " +
-                std::to_string(cfg.max_seq_len) + " tokens (got " +
-                std::to_string(o.max_model_len) + ")");
+  check_engine_flags(o.kv_block_size, o.max_batched_tokens, o.max_seqs, o.max_model_len,
+                     cfg.max_seq_len);
   LATPROF_ASSERT(!reqs.empty(), "an engine shape for no requests");
   EngineShape e;
   e.block_size = o.kv_block_size;
@@ -692,13 +679,7 @@ RunReport run_benchmark(const RunOptions& o) {
                        {"time_ms", warmup_ms}};
   r.setup["engine"]["preemptions"] = med.preemptions;
   if (!overhead_json.is_null()) r.setup["profiler_overhead"] = overhead_json;
-  double stage_sum = 0;
-  for (const auto& s : r.stages) stage_sum += s.time_ms;
-  r.setup["unattributed_ms"] = e2e - stage_sum;
-  r.notes.push_back(std::string("times measured with ") + b.clock_name() +
-                    "; FLOPs and bytes from the cost model; ceilings " + r.ceilings.source);
-  for (const auto& n : b.notes()) r.notes.push_back(n);
-  add_physics_checks(r);
+  finish_report(r, b, e2e);
   return r;
 }
 

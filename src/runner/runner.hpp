@@ -33,11 +33,11 @@ struct RunOptions {
   bool keep_timeline = false;  // fill RunReport::timeline (traces)
   std::string prompt;          // real text (from --prompt or --prompt-file)
   // The continuous-batching engine (see README).
-  int64_t kv_block_size = 16;         // positions per KV block
-  std::string kv_cache_memory;        // KV pool size ("8GiB"); "": what the run's requests need
-  int64_t max_model_len = 0;          // positions of one request; 0: the model's context
+  int64_t kv_block_size = 16;      // positions per KV block
+  std::string kv_cache_memory;     // KV pool size ("8GiB"); "": what the run's requests need
+  int64_t max_model_len = 0;       // positions of one request; 0: the model's context
   int64_t max_batched_tokens = 0;  // tokens per step, prefill and decodes; 0: the backend's
-  int64_t max_seqs = 256;             // sequences per step
+  int64_t max_seqs = 256;          // sequences per step
   // Latency under load (see README, "Latency under load"): requests > 0 sends that many requests
   // into the engine at their arrival times instead of repeating one request.
   int64_t requests = 0;

@@ -61,21 +61,8 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 void check_engine_flags(const ServeModelOptions& o, const ModelConfig& cfg) {
-  if (o.kv_block_size < 1 || o.kv_block_size > 4096 ||
-      (o.kv_block_size & (o.kv_block_size - 1)) != 0)
-    usage_error("--kv-block-size must be a power of two from 1 to 4096 tokens (got " +
-                std::to_string(o.kv_block_size) + ")");
-  if (o.max_batched_tokens < 0 || o.max_batched_tokens > (int64_t(1) << 20))
-    usage_error(
-        "--max-batched-tokens must be from 1 to 1048576 tokens, or 0 for the backend's "
-        "default (got " +
-        std::to_string(o.max_batched_tokens) + ")");
-  if (o.max_seqs < 1 || o.max_seqs > 4096)
-    usage_error("--max-seqs must be from 1 to 4096 (got " + std::to_string(o.max_seqs) + ")");
-  if (o.max_model_len != 0 && (o.max_model_len < 2 || o.max_model_len > cfg.max_seq_len))
-    usage_error("--max-model-len must be from 2 to the model's context of " +
-                std::to_string(cfg.max_seq_len) + " tokens, or 0 for the whole context (got " +
-                std::to_string(o.max_model_len) + ")");
+  latprof::check_engine_flags(o.kv_block_size, o.max_batched_tokens, o.max_seqs, o.max_model_len,
+                              cfg.max_seq_len);
   check_threads(o.threads, "--threads");
 }
 
