@@ -4,9 +4,11 @@
 
 namespace latprof::cpu {
 
-// Below this many activation rows the GEMV (weights streamed once, no packing) is faster; see
-// reports/cpu-kernels.md for the measured crossover.
-constexpr int64_t kGemvMaxRows = 8;
+// Up to this many activation rows the GEMV (weights streamed from memory once per 16 rows, no
+// packing) is faster: BM_Step measured it 1.5-2.7x faster than the GEMM at 16 rows and still
+// ~1.5x at 24 and 32 on tinyllama's shapes (reports/cpu-kernels.md). Larger (prefill) steps go
+// to the GEMM.
+constexpr int64_t kGemvMaxRows = 32;
 
 void matmul(const Weight& w, const float* x, int64_t m, float* y) {
   if (m <= kGemvMaxRows)
