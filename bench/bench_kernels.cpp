@@ -148,6 +148,38 @@ void BM_Crossover(benchmark::State& state) {
       2.0 * double(m * n_out * n_in) * double(state.iterations()) / timer.seconds() * 1e-9;
 }
 
+// Engine steps of 8-32 tokens (decode batches, mixed decode + prefill chunks): GEMV vs GEMM on
+// the projections of tinyllama-1.1b (shapes 0-3) and llama-2-7b (4-6), > 256 MB of distinct
+// weights rotated so they come from DRAM (L3 32 MB). args: path (0 gemv, 1 gemm), i8, shape, m
+void BM_Step(benchmark::State& state) {
+  static const std::pair<int64_t, int64_t> kShapes[] = {{2048, 2048}, {256, 2048},  {5632, 2048},
+                                                        {2048, 5632}, {4096, 4096}, {11008, 4096},
+                                                        {4096, 11008}};
+  const auto type = lc::WType(state.range(1));
+  const auto [n_out, n_in] = kShapes[state.range(2)];
+  const int64_t m = state.range(3);
+  const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
+  const int copies = int(2.6e8 / bytes) + 1;
+  std::vector<Matrix> mats;
+  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 3000 + i));
+  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
+  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
+  int next = 0;
+  const WallTimer timer;
+  for (auto _ : state) {
+    if (state.range(0) == 0)
+      lc::gemv(mats[size_t(next)].w, x.data(), m, y.data());
+    else
+      lc::gemm(mats[size_t(next)].w, x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    next = (next + 1) % copies;
+  }
+  const double dt = timer.seconds(), it = double(state.iterations());
+  state.counters["GFLOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
+  state.counters["GBps"] = bytes * it / dt * 1e-9;
+}
+
 // Decode attention (n_seq 1, 32 heads, hd 128, fp16 KV cache): enough distinct caches of
 // `context` positions are rotated that > 1.1 GB is touched between reuses (the L3 is 480 MB), so
 // K and V come from DRAM. bytes_per_second counts the K+V bytes read. args: context, n_new
@@ -240,6 +272,12 @@ BENCHMARK(BM_Gemm)
 BENCHMARK(BM_Crossover)
     ->ArgsProduct({{0, 1}, {0, 1}, {1, 2, 4, 8, 16, 32}})
     ->ArgNames({"gemm", "i8", "m"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_Step)
+    ->ArgsProduct({{0, 1}, {0, 1}, {0, 1, 2, 3, 4, 5, 6}, {8, 9, 12, 16, 24, 32}})
+    ->ArgNames({"gemm", "i8", "shape", "m"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -1,6 +1,6 @@
 // Decode-path linear layer: y[m, n_out] = x[m, n_in] · Wᵀ for a few activation rows. Every
-// weight byte is read exactly once per call (for m <= 8): each thread streams a contiguous band
-// of output rows. This file holds the dispatcher and the portable reference path.
+// weight byte is read from memory once per call (for m <= 16): each thread streams a contiguous
+// band of output rows. This file holds the dispatcher and the portable reference path.
 #include <omp.h>
 
 #include <algorithm>
@@ -55,7 +55,8 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
     case Isa::scalar:
       break;
   }
-  constexpr int64_t kMaxM = 8;  // activation rows sharing one pass over the weights
+  constexpr int64_t kMaxM = 8;      // activation rows one kernel call holds in registers
+  constexpr int64_t kMaxPass = 16;  // activation rows sharing one pass over the weights from DRAM
   // Work is handed out in chunks of whole 4-row groups, ~256 KB of weights each: long sequential
   // streams for the prefetchers, and dynamic scheduling so that a thread slowed down by another
   // process on its core does not hold the others up at the end.
@@ -63,29 +64,48 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
   const int64_t chunk =
       std::max<int64_t>(4, (int64_t(256) << 10) / std::max<int64_t>(row_bytes, 1) / 4 * 4);
   const int64_t n_chunks = (w.n_out + chunk - 1) / chunk;
+  // More than 8 rows: each chunk is walked in bands of ~32 KB of weight rows (a multiple of 12
+  // rows, so every kernel's row blocking divides it), and every group of <= 8 activation rows is
+  // applied to a band before the next: the first group reads the band from DRAM, the others from
+  // L1/L2, so each weight byte still comes from memory once per call.
+  const int64_t band =
+      std::max<int64_t>(12, (int64_t(32) << 10) / std::max<int64_t>(row_bytes, 1) / 12 * 12);
   // INT8 weights on AVX512-VNNI: int16 activations and vpdpwssd (see gemv_vnni_avx512.cpp).
   static const bool vnni512 = __builtin_cpu_supports("avx512vnni");
   const bool use_vnni = w.type == WType::i8 && active_isa() == Isa::avx512 && vnni512;
   thread_local std::vector<int16_t> xq;
-  float xs[kMaxM];
+  float xs[kMaxPass];
   const int64_t ldx = (w.n_in + 31) / 32 * 32;
-  for (int64_t i0 = 0; i0 < m; i0 += kMaxM) {
-    const int64_t mm = std::min(kMaxM, m - i0);
+  for (int64_t i0 = 0; i0 < m; i0 += kMaxPass) {
+    const int64_t mm = std::min(kMaxPass, m - i0);
+    // Groups of activation rows, balanced (9 rows: 5 + 4, not 8 + 1: a 1-row group spends a
+    // load per FMA).
+    const int64_t n_groups = (mm + kMaxM - 1) / kMaxM;
+    int64_t g0[kMaxPass / kMaxM + 1];
+    for (int64_t g = 0; g <= n_groups; ++g) g0[g] = mm * g / n_groups;
+    const int64_t step = n_groups > 1 ? band : chunk;
     const float* xi = x + i0 * w.n_in;
     float* yi = y + i0 * w.n_out;
+    const int16_t* q = nullptr;
     if (use_vnni) {
       xq.resize(size_t(mm * ldx));
       detail::quantize_activations_i16(xi, mm, w.n_in, ldx, xq.data(), xs);
-      const int16_t* q = xq.data();
-#pragma omp parallel for schedule(dynamic, 1) if (n_chunks > 1)
-      for (int64_t c = 0; c < n_chunks; ++c)
-        detail::gemv_rows_i8_vnni(w, q, ldx, xs, mm, yi, c * chunk,
-                                  std::min(w.n_out, (c + 1) * chunk));
-      continue;
+      q = xq.data();
     }
 #pragma omp parallel for schedule(dynamic, 1) if (n_chunks > 1)
-    for (int64_t c = 0; c < n_chunks; ++c)
-      rows(w, xi, mm, yi, c * chunk, std::min(w.n_out, (c + 1) * chunk));
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const int64_t c1 = std::min(w.n_out, (c + 1) * chunk);
+      for (int64_t b = c * chunk; b < c1; b += step) {
+        const int64_t b1 = std::min(c1, b + step);
+        for (int64_t g = 0; g < n_groups; ++g) {
+          const int64_t j = g0[g], mg = g0[g + 1] - g0[g];
+          if (use_vnni)
+            detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
+          else
+            rows(w, xi + j * w.n_in, mg, yi + j * w.n_out, b, b1);
+        }
+      }
+    }
   }
 }
 

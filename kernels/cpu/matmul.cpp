@@ -4,12 +4,16 @@
 
 namespace latprof::cpu {
 
-// Below this many activation rows the GEMV (weights streamed once, no packing) is faster; see
-// reports/cpu-kernels.md for the measured crossover.
+// Up to this many activation rows the GEMV (weights streamed from memory once per 16 rows, no
+// packing) is faster on AVX-512: BM_Step measured it 2.2-2.9x faster than the GEMM at 16 rows
+// and 0.93-1.8x at 32 on tinyllama's and llama-2-7b's shapes (reports/cpu-kernels.md). Larger
+// (prefill) steps go to the GEMM. The AVX2 and portable paths keep the earlier 8 (not measured
+// past it).
+constexpr int64_t kGemvMaxRowsAvx512 = 32;
 constexpr int64_t kGemvMaxRows = 8;
 
 void matmul(const Weight& w, const float* x, int64_t m, float* y) {
-  if (m <= kGemvMaxRows)
+  if (m <= (active_isa() == Isa::avx512 ? kGemvMaxRowsAvx512 : kGemvMaxRows))
     gemv(w, x, m, y);
   else
     gemm(w, x, m, y);

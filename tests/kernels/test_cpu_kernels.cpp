@@ -196,14 +196,22 @@ TEST_P(Kernels, LinearOddShapes) {
     check_linear({t, 257, 100}, 65, seed++);
     check_linear({t, 70, 513}, 130, seed++);
     check_linear({t, 1, 31}, 2, seed++);
+    check_linear({t, 61, 4113}, 33, seed++);  // three passes of the GEMV: 16 + 16 + 1
+    check_linear({t, 13, 7}, 16, seed++);
   }
 }
 
 TEST_P(Kernels, LinearEveryDecodeBatch) {
-  // Every m the GEMV specialises (1..8) plus the first one past it.
+  // Every m the GEMV takes in one pass over the weights (1..16: one or two groups of activation
+  // rows per band of weight rows) plus the first one past it. 37 x 301 is one chunk and one band;
+  // 61 x 4113 (fp16: 28-row chunks in 12-row bands, so partial bands and chunks; int8: past the
+  // VNNI path's 4096-weight flush) is several of each, run on both threads.
   uint32_t seed = 300;
   for (WType t : {WType::f16, WType::i8})
-    for (int64_t m = 1; m <= 9; ++m) check_linear({t, 37, 301}, m, seed++);
+    for (int64_t m = 1; m <= 17; ++m) {
+      check_linear({t, 37, 301}, m, seed++);
+      check_linear({t, 61, 4113}, m, seed++);
+    }
 }
 
 // ---- attention ----------------------------------------------------------------------------------
