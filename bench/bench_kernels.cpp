@@ -125,27 +125,36 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["ceiling_GFLOPs"] = ceiling * 1e-9;
 }
 
-// GEMV vs GEMM at small m (the matmul() crossover). args: path (0 gemv, 1 gemm), type, m
-void BM_Crossover(benchmark::State& state) {
-  const auto type = lc::WType(state.range(1));
-  const int64_t m = state.range(2), n_out = 4096, n_in = 4096;
-  const int copies = 8;  // 8 x 32 MB fp16: not L3-resident... mostly
+// Times the GEMV (path 0) or the GEMM (path 1) of m activation rows over `copies` distinct
+// weight matrices, rotated so they come from DRAM; sets the GFLOPs counter, returns the weight
+// bytes streamed per second.
+double time_linear(benchmark::State& state, int64_t path, lc::WType type, int64_t n_out,
+                   int64_t n_in, int64_t m, int copies, int seed) {
   std::vector<Matrix> mats;
-  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 2000 + i));
+  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, seed + i));
   std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
   lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
   int next = 0;
   const WallTimer timer;
   for (auto _ : state) {
-    if (state.range(0) == 0)
+    if (path == 0)
       lc::gemv(mats[size_t(next)].w, x.data(), m, y.data());
     else
       lc::gemm(mats[size_t(next)].w, x.data(), m, y.data());
     benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
     next = (next + 1) % copies;
   }
-  state.counters["GFLOPs"] =
-      2.0 * double(m * n_out * n_in) * double(state.iterations()) / timer.seconds() * 1e-9;
+  const double dt = timer.seconds(), it = double(state.iterations());
+  state.counters["GFLOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
+  return double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0) * it / dt;
+}
+
+// GEMV vs GEMM at small m (the matmul() crossover). args: path (0 gemv, 1 gemm), type, m
+void BM_Crossover(benchmark::State& state) {
+  // 8 x 32 MB fp16: not L3-resident... mostly
+  time_linear(state, state.range(0), lc::WType(state.range(1)), 4096, 4096, state.range(2), 8,
+              2000);
 }
 
 // Engine steps of 8-32 tokens (decode batches, mixed decode + prefill chunks): GEMV vs GEMM on
@@ -157,27 +166,10 @@ void BM_Step(benchmark::State& state) {
                                                         {4096, 11008}};
   const auto type = lc::WType(state.range(1));
   const auto [n_out, n_in] = kShapes[state.range(2)];
-  const int64_t m = state.range(3);
   const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
-  const int copies = int(2.6e8 / bytes) + 1;
-  std::vector<Matrix> mats;
-  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 3000 + i));
-  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
-  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
-  int next = 0;
-  const WallTimer timer;
-  for (auto _ : state) {
-    if (state.range(0) == 0)
-      lc::gemv(mats[size_t(next)].w, x.data(), m, y.data());
-    else
-      lc::gemm(mats[size_t(next)].w, x.data(), m, y.data());
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-    next = (next + 1) % copies;
-  }
-  const double dt = timer.seconds(), it = double(state.iterations());
-  state.counters["GFLOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
-  state.counters["GBps"] = bytes * it / dt * 1e-9;
+  state.counters["GBps"] = time_linear(state, state.range(0), type, n_out, n_in, state.range(3),
+                                       int(2.6e8 / bytes) + 1, 3000) *
+                           1e-9;
 }
 
 // Decode attention (n_seq 1, 32 heads, hd 128, fp16 KV cache): enough distinct caches of

@@ -50,8 +50,8 @@ CommandFn add_plot_command(CLI::App& app) {
         usage_error(a->input + ": not valid JSON: " + e.what());
       }
     }
-    const bool prediction = j.is_object() && j.contains("kind") && j["kind"].is_string() &&
-                            j["kind"] == "prediction";
+    const bool prediction =
+        j.is_object() && j.contains("kind") && j["kind"].is_string() && j["kind"] == "prediction";
     RunReport r = report_from_json(j, a->input);
     // A measured report gets the datasheet roofs of its device when the database knows it.
     Ceilings datasheet;

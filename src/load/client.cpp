@@ -144,6 +144,8 @@ class Client::Loop {
   void finish(CURL* easy, CURLcode rc);
   void arm_timer(double at_ms);
   void start_scrape(const std::string& url);
+  // A kept easy handle (its connection reused), reset, or a new one.
+  CURL* take_easy();
   void finish_scrape(CURL* easy, Transfer& t, CURLcode rc);
   double run_base_ = 0;
   double armed_ms_ = -1;  // the timerfd's deadline (infinity: disarmed)
@@ -302,15 +304,7 @@ void Client::Loop::start(const LoadPlan& plan, int64_t index, double intended_ms
   t->r.index = index;
   t->r.intended_ms = intended_ms;
   t->body = plan.make_body(index, t->r.asked_input, t->r.asked_output);
-  CURL* e = nullptr;
-  if (!pool_.empty()) {
-    e = pool_.back();
-    pool_.pop_back();
-    curl_easy_reset(e);
-  } else {
-    e = curl_easy_init();
-    if (!e) throw std::runtime_error("curl_easy_init failed");
-  }
+  CURL* e = take_easy();
   t->easy = e;
   curl_easy_setopt(e, CURLOPT_URL, o_.url.c_str());
   curl_easy_setopt(e, CURLOPT_PROXY, "");  // never through an environment's proxy
@@ -417,19 +411,23 @@ void Client::Loop::finish(CURL* easy, CURLcode rc) {
   pool_.push_back(easy);
 }
 
+CURL* Client::Loop::take_easy() {
+  if (pool_.empty()) {
+    CURL* e = curl_easy_init();
+    if (!e) throw std::runtime_error("curl_easy_init failed");
+    return e;
+  }
+  CURL* e = pool_.back();
+  pool_.pop_back();
+  curl_easy_reset(e);
+  return e;
+}
+
 void Client::Loop::start_scrape(const std::string& url) {
   auto t = std::make_unique<Transfer>();
   t->loop = this;
   t->mode = BodyMode::scrape;
-  CURL* e = nullptr;
-  if (!pool_.empty()) {
-    e = pool_.back();
-    pool_.pop_back();
-    curl_easy_reset(e);
-  } else {
-    e = curl_easy_init();
-    if (!e) throw std::runtime_error("curl_easy_init failed");
-  }
+  CURL* e = take_easy();
   t->easy = e;
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_PROXY, "");

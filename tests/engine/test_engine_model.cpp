@@ -12,45 +12,14 @@
 #include "model/open.hpp"
 #include "runner/model.hpp"
 #include "runner/model_runner.hpp"
+#include "support/logit_recorder.hpp"
 
 namespace latprof {
 namespace {
 
-// Relative L2 distance between two logit vectors; the tolerance covers fp32 summation order
-// (a row's dot products see different blockings in different step shapes) and nothing more.
-constexpr double kLogitTolerance = 2e-4;
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
-// The executor, recording the logits of every sampled row by (request, token index).
-class Recorder : public engine::Executor {
- public:
-  Recorder(LoadedModel& m, Profiler& prof) : m_(m), runner_(m, prof, SamplingParams{}) {}
-  std::vector<int32_t> execute(const engine::StepBatch& b) override {
-    const auto out = runner_.execute(b);
-    const int64_t V = m_.config().vocab_size, n = int64_t(b.logits_rows.size());
-    std::vector<float> all(size_t(n * V));
-    m_.backend().activations_to_host(all.data(), m_.logits, n * V);
-    for (int64_t i = 0; i < n; ++i)
-      logits[{b.sample_streams[size_t(i)], b.sample_index[size_t(i)]}].assign(
-          all.begin() + i * V, all.begin() + (i + 1) * V);
-    mixed |= b.num_tokens() > b.num_seqs() && b.num_seqs() > 1;
-    return out;
-  }
-  std::map<std::pair<int64_t, int64_t>, std::vector<float>> logits;
-  bool mixed = false;
-
- private:
-  LoadedModel& m_;
-  ModelRunner runner_;
-};
+using test::kLogitTolerance;
+using test::Recorder;
+using test::rel_l2;
 
 struct Req {
   int64_t prompt_len, out;

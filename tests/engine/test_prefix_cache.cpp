@@ -17,6 +17,7 @@
 #include "model/open.hpp"
 #include "runner/model.hpp"
 #include "runner/model_runner.hpp"
+#include "support/logit_recorder.hpp"
 
 namespace latprof::engine {
 namespace {
@@ -474,38 +475,9 @@ TEST(PrefixScheduler, OffByDefaultAndUnchangedWithoutSharedPrefixes) {
 namespace latprof {
 namespace {
 
-// As test_engine_model.cpp: fp32 summation order differs between step shapes (a suffix computed
-// alone against cached KV vs the whole prompt in one step), and nothing more.
-constexpr double kLogitTolerance = 2e-4;
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
-class Recorder : public engine::Executor {
- public:
-  Recorder(LoadedModel& m, Profiler& prof) : m_(m), runner_(m, prof, SamplingParams{}) {}
-  std::vector<int32_t> execute(const engine::StepBatch& b) override {
-    const auto out = runner_.execute(b);
-    const int64_t V = m_.config().vocab_size, n = int64_t(b.logits_rows.size());
-    std::vector<float> all(size_t(n * V));
-    m_.backend().activations_to_host(all.data(), m_.logits, n * V);
-    for (int64_t i = 0; i < n; ++i)
-      logits[{b.sample_streams[size_t(i)], b.sample_index[size_t(i)]}].assign(
-          all.begin() + i * V, all.begin() + (i + 1) * V);
-    return out;
-  }
-  std::map<std::pair<int64_t, int64_t>, std::vector<float>> logits;
-
- private:
-  LoadedModel& m_;
-  ModelRunner runner_;
-};
+using test::kLogitTolerance;
+using test::Recorder;
+using test::rel_l2;
 
 struct Req {
   int64_t prefix_len, prefix_seed;  // shared part

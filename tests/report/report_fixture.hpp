@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/workload.hpp"
 #include "model/config.hpp"
@@ -287,6 +289,17 @@ inline std::filesystem::path artifact_path(const std::string& name) {
   const auto dir = std::filesystem::canonical("/proc/self/exe").parent_path() / "artifacts";
   std::filesystem::create_directories(dir);
   return dir / name;
+}
+
+// The non-empty lines of a text (CSV, JSON Lines), without carriage returns.
+inline std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    if (!l.empty()) out.push_back(l);
+  }
+  return out;
 }
 
 inline void write_text(const std::filesystem::path& p, const std::string& s) {

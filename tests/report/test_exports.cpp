@@ -19,15 +19,7 @@ namespace {
 using namespace latprof;
 using nlohmann::json;
 
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) {
-    if (!l.empty() && l.back() == '\r') l.pop_back();
-    if (!l.empty()) out.push_back(l);
-  }
-  return out;
-}
+using report_test::lines_of;
 
 // Every "X" event has the required fields; on each (pid, tid) spans are nested or disjoint.
 // Returns the nesting depth of each event name's first occurrence.

@@ -22,15 +22,7 @@ namespace {
 using namespace latprof;
 using nlohmann::json;
 
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) {
-    if (!l.empty() && l.back() == '\r') l.pop_back();
-    if (!l.empty()) out.push_back(l);
-  }
-  return out;
-}
+using report_test::lines_of;
 
 // The CSV as one map per row, by column name; every row has the header's cells.
 std::vector<std::map<std::string, std::string>> parse_csv(const std::string& text) {
