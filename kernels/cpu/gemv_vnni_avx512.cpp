@@ -61,9 +61,14 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
       const int64_t k = step * 32;
       // Not port-bound any more, so software prefetch pays as it does for fp16: 1 KB ahead in
       // every row stream, once per 64-byte line (every other 32-weight step).
+      // Past the end of a row the stream goes on in row i of the next block (the rows read
+      // next), not in row i + 1, whose head that row's own stream has already fetched.
       if ((step & 1) == 0)
-        for (int i = 0; i < R; ++i)
-          _mm_prefetch(reinterpret_cast<const char*>(wr + i * n + k) + 1024, _MM_HINT_T0);
+        for (int i = 0; i < R; ++i) {
+          const int8_t* p =
+              k + 1024 < n ? wr + i * n + k + 1024 : wr + (R + i) * n + (k + 1024 - n);
+          _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+        }
       __m512i xv[M];
       for (int j = 0; j < M; ++j)
         xv[j] = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
@@ -105,16 +110,32 @@ void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, floa
 
 void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
                               float* xs) {
+  // Vectorised: this runs on one thread before the parallel weight stream, once per INT8 matmul
+  // (the scalar loop took ~5 us of a 14 us 256 x 2048 GEMV).
+  const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t j = 0; j < m; ++j) {
     const float* xj = x + j * n;
-    float mx = 0;
-    for (int64_t k = 0; k < n; ++k) mx = std::max(mx, std::fabs(xj[k]));
+    __m512 vmax = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+      vmax = _mm512_max_ps(vmax, _mm512_andnot_ps(sign, _mm512_loadu_ps(xj + k)));
+    float mx = _mm512_reduce_max_ps(vmax);
+    for (; k < n; ++k) mx = std::max(mx, std::fabs(xj[k]));
     const float s = mx > 0 ? mx / 32767.0f : 1.0f;
     const float inv = 1.0f / s;
     int16_t* q = xq + j * ldx;
-    for (int64_t k = 0; k < n; ++k)
-      q[k] = int16_t(std::clamp(std::lrintf(xj[k] * inv), -32767L, 32767L));
-    for (int64_t k = n; k < ldx; ++k) q[k] = 0;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512 lim = _mm512_set1_ps(32767.0f);
+    for (k = 0; k + 16 <= n; k += 16) {
+      // round to nearest even (as lrintf), clamp, narrow with saturation
+      __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xj + k), vinv);
+      v = _mm512_min_ps(_mm512_max_ps(v, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
+      const __m512i i32 =
+          _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + k), _mm512_cvtsepi32_epi16(i32));
+    }
+    for (; k < n; ++k) q[k] = int16_t(std::clamp(std::lrintf(xj[k] * inv), -32767L, 32767L));
+    for (k = n; k < ldx; ++k) q[k] = 0;
     xs[j] = s;
   }
 }

@@ -28,5 +28,8 @@ struct HostProbe {
 // Runs the probe on `threads` OpenMP threads (restoring the previous count), each figure the best
 // of `repetitions`.
 HostProbe probe_host(int threads, size_t stream_bytes, int repetitions);
+// Only the read bandwidth (bytes/s), on `threads` threads: the quick check a run makes just
+// before and just after its timed part.
+HostProbeFigure probe_host_read_bandwidth(int threads, size_t stream_bytes, int repetitions);
 
 }  // namespace latprof

@@ -273,7 +273,12 @@ void describe(V& v, R& r) {
     auto& c = r.ceilings;
     w("device", c.device, {"", "device"});
     w("source", c.source, {"", "where the figures come from"});
-    w("mem_bw_bytes_per_s", c.mem_bw_bytes_per_s, {"B/s", "memory bandwidth", kPositive});
+    w("mem_bw_bytes_per_s", c.mem_bw_bytes_per_s,
+      {"B/s",
+       "memory bandwidth (CPU runs: the mean of the read bandwidth measured just before and just "
+       "after the timed part, info.read_bandwidth_before/after; the cached probe figure is "
+       "info.read_bandwidth_cached)",
+       kPositive});
     w("matmul_flops_per_s", c.matmul_flops_per_s,
       {"FLOP/s", "matmul peak (on a CPU: the FP32 FMA peak the kernels run on)", kPositive});
     w("vector_flops_per_s", c.vector_flops_per_s,

@@ -182,8 +182,13 @@ std::string format_run_table(const RunReport& r) {
   if (spread) o << ": tables show the repeat with the median E2E; range: fastest..slowest repeat";
   o << "\n";
   o << "ceilings (" << r.ceilings.source << "): memory "
-    << fmt_rate(r.ceilings.mem_bw_bytes_per_s, "B/s") << ", compute "
-    << fmt_rate(r.ceilings.matmul_flops_per_s, "FLOP/s");
+    << fmt_rate(r.ceilings.mem_bw_bytes_per_s, "B/s");
+  if (const auto& ci = r.ceilings_info;
+      ci.is_object() && ci.contains("read_bandwidth_before") && ci.contains("read_bandwidth_after"))
+    o << " (mean of " << fmt_rate(ci["read_bandwidth_before"].get<double>(), "B/s")
+      << " before and " << fmt_rate(ci["read_bandwidth_after"].get<double>(), "B/s")
+      << " after the run)";
+  o << ", compute " << fmt_rate(r.ceilings.matmul_flops_per_s, "FLOP/s");
   if (r.ceilings.int8_ops_per_s > 0) o << ", int8 " << fmt_rate(r.ceilings.int8_ops_per_s, "op/s");
   o << "\n\n";
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -154,6 +155,12 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
     h.info["cache_file"] = nullptr;  // not cached; still measured
   }
   return h;
+}
+
+double read_bandwidth_now(int threads) {
+  if (threads <= 0) threads = int(sysconf(_SC_NPROCESSORS_ONLN));
+  const size_t bytes = std::max<size_t>(size_t(256) << 20, size_t(8 * llc_bytes()));
+  return probe_host_read_bandwidth(threads, bytes, 3).best;
 }
 
 }  // namespace latprof

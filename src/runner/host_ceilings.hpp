@@ -13,4 +13,9 @@ struct HostCeilings {
 };
 // threads: the thread count the run uses. reprobe: ignore the cache. quick: a shorter probe.
 HostCeilings host_ceilings(int threads, bool reprobe, bool quiet);
+// The read bandwidth now (bytes/s, best of 3 reads of max(256 MiB, 8x the last-level cache)):
+// on a shared machine it drifts by tens of percent within minutes (45-73 GB/s on one 2-core VM
+// in a day), so a run measures it just before and just after its timed part and judges MBU
+// against their mean, not against the cached figure. Takes ~0.1-0.3 s.
+double read_bandwidth_now(int threads);
 }  // namespace latprof

@@ -313,6 +313,8 @@ RunReport run_load(const RunOptions& o) {
   // ---- the timed run ----
   const Pass pass = run_pass(m, tok, prof, sp, reqs, true, o.prefix_cache, !o.quiet);
 
+  settle_read_bandwidth(r);  // the memory roof: read bandwidth before and after the timed part
+
   // ---- per request: stamps, and the latency classes from the steps it was in ----
   LatencyClassifier classify(r.ceilings, p);
   OpCosts prefill_ops{}, decode_ops{}, sample_ops{};

@@ -64,6 +64,10 @@ void load_run_weights(const RunOptions& o, RunSetup& s, const EngineShape& es);
 // The parts of the report every run fills the same way: run info (identity), model config,
 // machine (with the load-average warning), setup times and the engine's settings.
 void fill_run_identity(const RunOptions& o, RunSetup& s, const EngineShape& es);
+// CPU runs: measures the read bandwidth again after the timed part and sets the memory roof to
+// the mean of that and the one measured before it (no-op for device ceilings). Call before any
+// figure is derived from the ceilings.
+void settle_read_bandwidth(RunReport& r);
 // The end of every report: what the stages leave unattributed of `total_ms` (zero up to
 // rounding: they partition it), the notes on the clock and the backend, the physics checks.
 void finish_report(RunReport& r, const Backend& b, double total_ms);

@@ -542,6 +542,8 @@ RunReport run_benchmark(const RunOptions& o) {
   ri.output_token_ids = med.output_ids;
   ri.output_text = med.output_text;
 
+  settle_read_bandwidth(r);  // the memory roof: read bandwidth before and after the timed part
+
   // ---- cost model ----
   // Each stage's work is that of the engine steps it holds (a chunked prefill of later sequences
   // that shares steps with sequence 0's decode counts as decode work).

@@ -32,4 +32,12 @@ HostProbe probe_host(int threads, size_t stream_bytes, int repetitions) {
   return h;
 }
 
+HostProbeFigure probe_host_read_bandwidth(int threads, size_t stream_bytes, int repetitions) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  const HostProbeFigure f = figure(cpu::probe_read_bandwidth(stream_bytes, repetitions));
+  omp_set_num_threads(saved);
+  return f;
+}
+
 }  // namespace latprof
