@@ -172,12 +172,15 @@ void BM_Step(benchmark::State& state) {
                            1e-9;
 }
 
-// Decode attention (n_seq 1, 32 heads, hd 128, fp16 KV cache): enough distinct caches of
-// `context` positions are rotated that > 1.1 GB is touched between reuses (the L3 is 480 MB), so
-// K and V come from DRAM. bytes_per_second counts the K+V bytes read. args: context, n_new
+// Decode attention (n_seq 1, fp16 KV cache) at llama-2-7b's heads (model 0: 32 heads, hd 128)
+// or tinyllama-1.1b's (model 1: 32 query heads on 4 kv heads, hd 64): enough distinct caches of
+// `context` positions are rotated that > 1.1 GB is touched between reuses (more than any L3
+// here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read.
+// args: context, n_new, model
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t ctx = state.range(0), n_new = state.range(1);
-  const int n_heads = 32, n_kv = 32, hd = 128;
+  const bool tiny = state.range(2) == 1;
+  const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
   const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
   const double ceiling = read_bw();
   const size_t cache_elems = size_t(ctx * kv_dim);
@@ -274,10 +277,9 @@ BENCHMARK(BM_Step)
     ->UseRealTime();
 
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{512, 2048}, {1}})
-    ->Args({600, 1})
-    ->Args({2048, 4})
-    ->ArgNames({"ctx", "n_new"})
+    ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}})
+    ->Args({2048, 4, 0})
+    ->ArgNames({"ctx", "n_new", "model"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
