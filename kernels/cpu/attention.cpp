@@ -138,14 +138,17 @@ void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_
     std::vector<std::pair<int64_t, int64_t>> rows_of;
     for (size_t i = 0; i < few.size(); ++i)
       for (int64_t r = 0; r < a.n_tok(few[i]) * n_heads; ++r) rows_of.emplace_back(int64_t(i), r);
+    detail::SyncRegion sync;
 #pragma omp parallel
     {
-#pragma omp for schedule(dynamic, 1)
+      sync.start();
+#pragma omp for schedule(dynamic, 1) nowait
       for (int64_t u = 0; u < int64_t(units.size()); ++u) {
         const Unit& un = units[size_t(u)];
         detail::attention_chunk_avx512(a, un.s, un.k0, un.k1, pp + un.part);
       }
-#pragma omp for schedule(static)
+      sync.barrier();  // every chunk's partial state is written before the merge
+#pragma omp for schedule(static) nowait
       for (int64_t x = 0; x < int64_t(rows_of.size()); ++x) {
         const auto [i, rr] = rows_of[size_t(x)];
         const int64_t s = few[size_t(i)], rows = a.n_tok(s) * n_heads;
@@ -166,7 +169,9 @@ void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_
         const float inv = 1.0f / l;
         for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
       }
+      sync.done();
     }
+    sync.finish();
   }
 
   if (!many.empty()) {
@@ -188,11 +193,18 @@ void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_
         for (int kvh = 0; kvh < n_kv_heads; ++kvh)
           units.push_back({s, kvh, c * kTokens, std::min(nt, (c + 1) * kTokens)});
     }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t u = 0; u < int64_t(units.size()); ++u) {
-      const Unit& un = units[size_t(u)];
-      unit(a, un.s, un.kvh, un.t0, un.t1);
+    detail::SyncRegion sync;
+#pragma omp parallel
+    {
+      sync.start();
+#pragma omp for schedule(dynamic, 1) nowait
+      for (int64_t u = 0; u < int64_t(units.size()); ++u) {
+        const Unit& un = units[size_t(u)];
+        unit(a, un.s, un.kvh, un.t0, un.t1);
+      }
+      sync.done();
     }
+    sync.finish();
   }
 }
 

@@ -16,9 +16,16 @@ void gemm(const Weight& w, const float* x, int64_t m, float* y) {
   if (active_isa() == Isa::avx2) return detail::gemm_avx2(w, x, m, y);
   constexpr int64_t kRows = 16;
   const int64_t blocks = (w.n_out + kRows - 1) / kRows;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks; ++b)
-    detail::gemv_rows_scalar(w, x, m, y, b * kRows, std::min(w.n_out, (b + 1) * kRows));
+  detail::SyncRegion sync;
+#pragma omp parallel
+  {
+    sync.start();
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t b = 0; b < blocks; ++b)
+      detail::gemv_rows_scalar(w, x, m, y, b * kRows, std::min(w.n_out, (b + 1) * kRows));
+    sync.done();
+  }
+  sync.finish();
 }
 
 }  // namespace latprof::cpu

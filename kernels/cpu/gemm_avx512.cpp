@@ -100,7 +100,7 @@ void pack_b(const T* w, const float* scales, int64_t n_in, int64_t n_out, int64_
 void pack_a(const float* x, int64_t m, int64_t n_in, float* dst) {
   const int64_t panels = (m + MR - 1) / MR, mp = panels * MR;
   const int64_t slices = (n_in + KC - 1) / KC;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
   for (int64_t job = 0; job < slices * panels; ++job) {
     const int64_t s = job / panels, ir = job % panels;
     const int64_t k0 = s * KC, kc = std::min(KC, n_in - k0);
@@ -158,11 +158,14 @@ void gemm_t(const Weight& w, const float* x, int64_t m, float* y) {
   const int64_t panels = (m + MR - 1) / MR, mp = panels * MR;
   Aligned ap(size_t(mp * n_in));
   const int64_t n_blocks = (n_out + NC - 1) / NC;
+  SyncRegion sync;
 #pragma omp parallel
   {
-    pack_a(x, m, n_in, ap.p);  // omp for inside: all threads pack, implicit barrier
+    sync.start();
+    pack_a(x, m, n_in, ap.p);  // omp for nowait inside
+    sync.barrier();            // every panel packed before any is read
     Aligned bp(size_t(NC * KC));
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t jb = 0; jb < n_blocks; ++jb) {
       const int64_t n0 = jb * NC, nc = std::min(NC, n_out - n0);
       for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
@@ -179,7 +182,9 @@ void gemm_t(const Weight& w, const float* x, int64_t m, float* y) {
         }
       }
     }
+    sync.done();
   }
+  sync.finish();
 }
 
 }  // namespace

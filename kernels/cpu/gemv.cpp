@@ -92,20 +92,27 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
       detail::quantize_activations_i16(xi, mm, w.n_in, ldx, xq.data(), xs);
       q = xq.data();
     }
-#pragma omp parallel for schedule(dynamic, 1) if (n_chunks > 1)
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      const int64_t c1 = std::min(w.n_out, (c + 1) * chunk);
-      for (int64_t b = c * chunk; b < c1; b += step) {
-        const int64_t b1 = std::min(c1, b + step);
-        for (int64_t g = 0; g < n_groups; ++g) {
-          const int64_t j = g0[g], mg = g0[g + 1] - g0[g];
-          if (use_vnni)
-            detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
-          else
-            rows(w, xi + j * w.n_in, mg, yi + j * w.n_out, b, b1);
+    detail::SyncRegion sync;
+#pragma omp parallel if (n_chunks > 1)
+    {
+      sync.start();
+#pragma omp for schedule(dynamic, 1) nowait
+      for (int64_t c = 0; c < n_chunks; ++c) {
+        const int64_t c1 = std::min(w.n_out, (c + 1) * chunk);
+        for (int64_t b = c * chunk; b < c1; b += step) {
+          const int64_t b1 = std::min(c1, b + step);
+          for (int64_t g = 0; g < n_groups; ++g) {
+            const int64_t j = g0[g], mg = g0[g + 1] - g0[g];
+            if (use_vnni)
+              detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
+            else
+              rows(w, xi + j * w.n_in, mg, yi + j * w.n_out, b, b1);
+          }
         }
       }
+      sync.done();
     }
+    sync.finish();
   }
 }
 

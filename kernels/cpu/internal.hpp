@@ -20,6 +20,29 @@ void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx,
 void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
                        float* y, int64_t r0, int64_t r1);
 
+// Accounting of one parallel region (kernels.hpp, SyncStats). Use:
+//   SyncRegion sync;                    // before the region: it opens now
+//   #pragma omp parallel
+//   { sync.start(); ... work, `nowait` on the last omp for ...; sync.barrier(); ... sync.done(); }
+//   sync.finish();                      // after the region
+// barrier() is a timed `#pragma omp barrier`; done() stamps the end of a thread's share (its wait
+// runs to finish()). Threads beyond kMaxThreads are not counted.
+class SyncRegion {
+ public:
+  static constexpr int kMaxThreads = 256;
+  SyncRegion();
+  void start();    // in the region, each thread
+  void barrier();  // in the region, each thread: a timed omp barrier
+  void done();     // in the region, each thread, after its share
+  void finish();   // after the region, the calling thread
+ private:
+  int64_t t0_;
+  int threads_ = 0;
+  int64_t start_[kMaxThreads];
+  int64_t done_[kMaxThreads];
+  int64_t waited_[kMaxThreads];
+};
+
 // Whole blocked GEMM, all threads.
 void gemm_avx512(const Weight& w, const float* x, int64_t m, float* y);
 void gemm_avx2(const Weight& w, const float* x, int64_t m, float* y);

@@ -81,6 +81,19 @@ void add(float* x, const float* y, int64_t n);
 // index of the largest logit (the first one on ties)
 int32_t argmax(const float* logits, int64_t n);
 
+// ---- the thread pool's synchronisation cost ---------------------------------------------------
+// The parallel regions of the matrix products and attention (the kernels that split real work
+// over threads) time, per thread, the start of its share after the region opened (fork) and its
+// idle time at the barriers after its share (wait). Always on: a few clock reads per thread per
+// region. Totals since the last take; thread-nanoseconds summed over threads.
+struct SyncStats {
+  int64_t regions = 0;         // parallel regions run
+  int64_t thread_regions = 0;  // (region, thread) pairs counted
+  double fork_ns = 0;          // sum of (thread starts its share - region opened)
+  double wait_ns = 0;          // sum of the time threads waited at barriers after their share
+};
+SyncStats take_sync_stats();
+
 // ---- synthetic weights --------------------------------------------------------------------------
 // Deterministic, parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
 void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude);

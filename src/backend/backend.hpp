@@ -213,6 +213,16 @@ class Backend {
   // host probe applies (CPU).
   virtual std::string measure_ceilings_json() { return ""; }
 
+  // The host thread pool's synchronisation since the last call, in wall-equivalent ms (thread
+  // time divided by the threads): parallel regions' late starts (fork) and threads' idle time at
+  // their barriers after their share (wait). Backends without a host thread pool: unavailable.
+  struct SyncTime {
+    bool available = false;
+    int64_t regions = 0;
+    double fork_ms = 0, wait_ms = 0;
+  };
+  virtual SyncTime take_sync_time() { return {}; }
+
   // Free-form measurement notes the report carries (e.g. "CUDA graph replay", counters status).
   virtual std::vector<std::string> notes() const { return {}; }
 };

@@ -61,6 +61,9 @@ struct Metrics {
   double decode_step_slope_us_per_token = 0;
   double decode_step_r2 = 0;
   double decode_kv_bytes_per_s = 0;  // effective KV-read bandwidth implied by the slope
+  double decode_sync_ms = -1;        // CPU: thread-pool synchronisation per pure decode step
+  double decode_parallel_regions = -1;
+  double decode_sync_share = -1;  // of the step's forward pass
 };
 
 struct Check {
@@ -83,6 +86,8 @@ struct StepRow {
   int64_t preempted = 0;
   double flops = 0, bytes = 0;  // cost model
   double mfu = 0, mbu = 0;      // against time_ms
+  double sync_ms = -1;          // CPU thread pool: late starts + barrier waits (-1: no pool)
+  int64_t parallel_regions = -1;
 };
 
 struct RunInfo {

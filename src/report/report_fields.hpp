@@ -173,6 +173,14 @@ void describe(V& v, S& s) {
   v("bytes", s.bytes, {"B", "bytes moved (cost model; weights once per step)", kMin0});
   v("mfu", s.mfu, {"1", "model FLOPs / time_ms / compute peak", kMin0});
   v("mbu", s.mbu, {"1", "bytes / time_ms / memory bandwidth", kMin0});
+  v("sync_ms", s.sync_ms,
+    {"ms",
+     "CPU thread pool, inside forward_ms: parallel regions' late starts plus threads' idle time "
+     "at their barriers, per thread (wall-equivalent); -1: no host thread pool (CUDA)",
+     kOptional});
+  v("parallel_regions", s.parallel_regions,
+    {"count", "parallel regions (fork/join) of the step's kernels; -1: no host thread pool",
+     kOptional});
 }
 
 // ---- the report -------------------------------------------------------------------------------
@@ -321,6 +329,16 @@ void describe(V& v, R& r) {
           f("kv_bytes_per_s", m.decode_kv_bytes_per_s,
             {"B/s", "effective KV-cache read bandwidth implied by the slope", kOptional});
         });
+    w("decode_sync_ms", m.decode_sync_ms,
+      {"ms",
+       "median over the pure decode steps of steps[].sync_ms: what the CPU thread pool's "
+       "synchronisation costs a decode step; -1: none measured (CUDA)",
+       kOptional});
+    w("decode_parallel_regions", m.decode_parallel_regions,
+      {"count", "median parallel regions per pure decode step; -1: none measured", kOptional});
+    w("decode_sync_share", m.decode_sync_share,
+      {"1", "median of sync_ms / forward_ms over the pure decode steps; -1: none measured",
+       kOptional});
   });
   v("stages", r.stages, {"", "the stage table, in request order"});
   v("ops", r.ops, {"", "the op table, per stage", 0, nullptr, nullptr, "stage"});

@@ -239,7 +239,12 @@ std::string format_run_table(const RunReport& r) {
       << "\n";
     o << "prefill " << fmt_fixed(m.prefill_tokens_per_s, 1) << " tok/s   decode "
       << fmt_fixed(m.decode_tokens_per_s, 2) << " tok/s   MFU " << fmt_pct(m.mfu) << "   MBU "
-      << fmt_pct(m.mbu) << "   setup " << fmt_ms(m.setup_ms) << " (not in E2E)\n\n";
+      << fmt_pct(m.mbu) << "   setup " << fmt_ms(m.setup_ms) << " (not in E2E)\n";
+    if (m.decode_sync_ms >= 0)
+      o << "thread pool: " << fmt_ms(m.decode_sync_ms) << " of synchronisation per decode step ("
+        << fmt_pct(m.decode_sync_share) << " of its forward pass) over "
+        << fmt_fixed(m.decode_parallel_regions, 0) << " parallel regions\n";
+    o << "\n";
     for (const auto& v : verdict_lines(r)) o << v << "\n";
   }
   for (const auto& c : r.checks)

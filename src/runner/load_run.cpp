@@ -363,8 +363,9 @@ RunReport run_load(const RunOptions& o) {
     forward_work[int(Op::sample)] = Cost{};
     if (!prefill) r.decode_step_ms.push_back(pass.backend[k].forward_ms);
     r.steps.push_back(step_row(rec, rec.start_ms, pass.backend[k].forward_ms, sample_ms,
-                               total(forward_work), r.ceilings));
+                               pass.backend[k].sync, total(forward_work), r.ceilings));
   }
+  fill_sync_metrics(r);
   std::vector<RequestRecord> records;
   std::vector<int64_t> ins, outs;
   for (const auto& [id, tl] : pass.timelines) {

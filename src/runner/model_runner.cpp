@@ -67,6 +67,7 @@ std::vector<int32_t> ModelRunner::execute(const engine::StepBatch& b) {
   const bool saved = prof_.op_events();
   if (graph) prof_.set_op_events(false);  // events inside a replayed graph are not meaningful
   StepTimes times;
+  be.take_sync_time();  // what came before the step is not the step's
   times.ev_forward0 = be.record_event();
   be.run_step(graph ? S : -1, [&] { forward(m_, prof_, st, on_layer); });
   times.ev_forward1 = be.record_event();
@@ -86,6 +87,7 @@ std::vector<int32_t> ModelRunner::execute(const engine::StepBatch& b) {
   times.forward_ms = be.elapsed_ms(times.ev_forward0, times.ev_forward1);
   times.sample_ms = be.elapsed_ms(times.ev_forward1, times.ev_sample1);
   times.replayed = graph;
+  times.sync = be.take_sync_time();
   history_.push_back(times);
   return out;
 }

@@ -24,7 +24,8 @@ class ModelRunner : public engine::Executor {
     double forward_ms = 0;
     double sample_ms = 0;
     int ev_forward0 = -1, ev_forward1 = -1, ev_sample1 = -1;  // events of the last step
-    bool replayed = false;  // run as a captured graph (per-op events not meaningful)
+    bool replayed = false;   // run as a captured graph (per-op events not meaningful)
+    Backend::SyncTime sync;  // the host thread pool's synchronisation in the step
   };
   const StepTimes& last() const { return history_.back(); }
   const std::vector<StepTimes>& history() const { return history_; }

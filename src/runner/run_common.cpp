@@ -121,6 +121,25 @@ void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r
                         "quiet machine, or now with --reprobe"});
 }
 
+void fill_sync_metrics(RunReport& r) {
+  std::vector<double> ms, regions, share;
+  for (const StepRow& s : r.steps)
+    if (s.prefill_tokens == 0 && s.decode_tokens > 0 && s.sync_ms >= 0) {
+      ms.push_back(s.sync_ms);
+      regions.push_back(double(s.parallel_regions));
+      if (s.forward_ms > 0) share.push_back(s.sync_ms / s.forward_ms);
+    }
+  Metrics& mt = r.metrics;
+  if (ms.empty()) return;  // no pure decode step, or no host thread pool (CUDA)
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  mt.decode_sync_ms = median(ms);
+  mt.decode_parallel_regions = median(regions);
+  mt.decode_sync_share = share.empty() ? 0 : median(share);
+}
+
 void settle_read_bandwidth(RunReport& r) {
   if (!r.ceilings_info.is_object() || !r.ceilings_info.contains("read_bandwidth_before")) return;
   const double before = r.ceilings_info["read_bandwidth_before"].get<double>();
@@ -165,8 +184,16 @@ void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precisi
 }
 
 StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_ms,
-                 double sample_ms, const Cost& work, const Ceilings& c) {
+                 double sample_ms, const Backend::SyncTime& sync, const Cost& work,
+                 const Ceilings& c) {
   StepRow row;
+  if (sync.available) {
+    row.sync_ms = sync.fork_ms + sync.wait_ms;
+    row.parallel_regions = sync.regions;
+  } else {
+    row.sync_ms = -1;
+    row.parallel_regions = -1;
+  }
   row.index = rec.index;
   row.start_ms = begin_ms;
   row.time_ms = rec.end_ms - begin_ms;

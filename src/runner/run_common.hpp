@@ -37,8 +37,11 @@ void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precisi
 
 // A step's row of the report: the engine's record, its place on the run's clock (begin_ms to the
 // record's end), its backend times and its cost-model work.
+// The thread pool's share of the pure decode steps (metrics.decode_sync_*), from r.steps.
+void fill_sync_metrics(RunReport& r);
 StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_ms,
-                 double sample_ms, const Cost& work, const Ceilings& c);
+                 double sample_ms, const Backend::SyncTime& sync, const Cost& work,
+                 const Ceilings& c);
 
 // A run's setup, in the order it happens: the model file and the flags that need it
 // (open_run_model), then the backend and its ceilings (open_run_backend), then the weights at

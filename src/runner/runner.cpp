@@ -51,6 +51,7 @@ struct StepTimes {
   engine::StepRecord rec;
   double begin_ms = 0;  // the end of the previous step (or of tokenization): steps tile the run
   double forward_ms = 0, sample_ms = 0, detok_ms = 0;
+  Backend::SyncTime sync;  // the host thread pool's synchronisation in the step
   bool replayed = false;
   bool prefill = false;                           // before (and with) sequence 0's first token
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (tokens, cached positions before) per seq
@@ -203,6 +204,7 @@ class Request {
       st.begin_ms = prev_end;
       st.forward_ms = hist[k].forward_ms;
       st.sample_ms = hist[k].sample_ms;
+      st.sync = hist[k].sync;
       st.replayed = hist[k].replayed;
       // Sequence 0's token in this step, if any, was detokenized just before the step's end.
       const bool has0 =
@@ -662,9 +664,10 @@ RunReport run_benchmark(const RunOptions& o) {
   for (const StepTimes& st : med.steps) {
     std::vector<StepSeq> seqs;
     for (const auto& [n, past] : st.seqs) seqs.push_back({n, past});
-    r.steps.push_back(step_row(st.rec, st.begin_ms, st.forward_ms, st.sample_ms,
+    r.steps.push_back(step_row(st.rec, st.begin_ms, st.forward_ms, st.sample_ms, st.sync,
                                total(step_cost(cfg, p, seqs)), r.ceilings));
   }
+  fill_sync_metrics(r);
 
   // ---- setup ----
   mt.setup_ms = ms_since(s.start) - [&] {

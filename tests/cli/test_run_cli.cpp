@@ -75,6 +75,25 @@ TEST(RunCli, MemoryRoofIsTheMeanOfTheBandwidthBeforeAndAfter) {
       1e-9);
 }
 
+TEST(RunCli, ThreadPoolSynchronisationIsMeasuredPerStep) {
+  const auto j = run_json("--input 8 --output 6 --repeat 1 --threads 2", "sync");
+  int decode_steps = 0;
+  for (const auto& s : j["steps"]) {
+    // Every step runs parallel regions (the matrix products at least); their synchronisation is
+    // part of the forward pass.
+    EXPECT_GT(s["parallel_regions"].get<int64_t>(), 0) << s.dump();
+    EXPECT_GE(s["sync_ms"].get<double>(), 0) << s.dump();
+    EXPECT_LE(s["sync_ms"].get<double>(), s["forward_ms"].get<double>()) << s.dump();
+    if (s["prefill_tokens"] == 0) ++decode_steps;
+  }
+  ASSERT_GT(decode_steps, 0);
+  const auto& m = j["metrics"];
+  EXPECT_GE(m["decode_sync_ms"].get<double>(), 0);
+  EXPECT_GT(m["decode_parallel_regions"].get<double>(), 0);
+  EXPECT_GE(m["decode_sync_share"].get<double>(), 0);
+  EXPECT_LE(m["decode_sync_share"].get<double>(), 1);
+}
+
 TEST(RunCli, StagesAddUpAndTtftWithinE2e) {
   const auto j = run_json("--input 64 --output 32", "sums");
   double sum = 0;

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -199,6 +200,33 @@ TEST_P(Kernels, LinearOddShapes) {
     check_linear({t, 61, 4113}, 33, seed++);  // three passes of the GEMV: 16 + 16 + 1
     check_linear({t, 13, 7}, 16, seed++);
   }
+}
+
+TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
+  // One GEMV of several chunks and one GEMM: one parallel region each, run by every thread, with
+  // non-negative late starts and barrier waits below the wall time.
+  const int64_t n_out = 512, n_in = 1024;  // 1 MB of fp16 weights: four 256 KB chunks
+  std::vector<uint16_t> wd(size_t(n_out * n_in));
+  fill_f16(wd.data(), n_out * n_in, 5, 0.1f);
+  const Weight w{wd.data(), nullptr, WType::f16, n_out, n_in};
+  std::vector<float> x(size_t(64 * n_in)), y(size_t(64 * n_out));
+  fill_f32(x.data(), int64_t(x.size()), 6, 0.0f, 1.0f);
+  take_sync_stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  gemv(w, x.data(), 1, y.data());
+  gemm(w, x.data(), 64, y.data());
+  const double wall_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  const SyncStats s = take_sync_stats();
+  EXPECT_EQ(s.regions, 2);
+  EXPECT_EQ(s.thread_regions, 2 * threads_);
+  EXPECT_GE(s.fork_ns, 0);
+  EXPECT_GE(s.wait_ns, 0);
+  EXPECT_LT(s.fork_ns + s.wait_ns, wall_ns * threads_);
+  // Taken: the next take starts from zero.
+  const SyncStats again = take_sync_stats();
+  EXPECT_EQ(again.regions, 0);
+  EXPECT_EQ(again.wait_ns, 0);
 }
 
 TEST_P(Kernels, LinearEveryDecodeBatch) {

@@ -113,6 +113,17 @@ class CpuBackend final : public Backend {
                void* out) override {
     cpu::rmsnorm(static_cast<const float*>(x), w, rows, dim, eps, static_cast<float*>(out));
   }
+  SyncTime take_sync_time() override {
+    const cpu::SyncStats s = cpu::take_sync_stats();
+    SyncTime t;
+    t.available = true;
+    t.regions = s.regions;
+    // thread-ns / mean threads per region / 1e6
+    const double per = s.thread_regions > 0 ? double(s.regions) / double(s.thread_regions) : 0;
+    t.fork_ms = s.fork_ns * per * 1e-6;
+    t.wait_ms = s.wait_ns * per * 1e-6;
+    return t;
+  }
   void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) override {
     cpu::matmul(as_cpu(w), static_cast<const float*>(x), rows, static_cast<float*>(y));
   }
