@@ -85,12 +85,14 @@ int32_t argmax(const float* logits, int64_t n);
 // The parallel regions of the matrix products and attention (the kernels that split real work
 // over threads) time, per thread, the start of its share after the region opened (fork) and its
 // idle time at the barriers after its share (wait). Always on: a few clock reads per thread per
-// region. Totals since the last take; thread-nanoseconds summed over threads.
+// region. Totals since the last take, wall-equivalent: each region's thread times divided by
+// its own team size (a team of 2 where one thread starts 1 ms late counts 0.5 ms of fork and
+// 0.5 ms of wait), so they never exceed the regions' wall time.
 struct SyncStats {
   int64_t regions = 0;         // parallel regions run
   int64_t thread_regions = 0;  // (region, thread) pairs counted
-  double fork_ns = 0;          // sum of (thread starts its share - region opened)
-  double wait_ns = 0;          // sum of the time threads waited at barriers after their share
+  double fork_ns = 0;          // sum over regions of the mean (thread starts its share - opened)
+  double wait_ns = 0;          // sum over regions of the mean time threads waited at barriers
 };
 SyncStats take_sync_stats();
 

@@ -10,7 +10,7 @@
 namespace latprof::cpu {
 namespace {
 
-std::atomic<int64_t> g_regions{0}, g_thread_regions{0}, g_fork_ns{0}, g_wait_ns{0};
+std::atomic<int64_t> g_regions{0}, g_thread_regions{0}, g_fork_ns{0}, g_wait_ns{0};  // ns
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -64,8 +64,10 @@ void SyncRegion::finish() {
   }
   g_regions.fetch_add(1, std::memory_order_relaxed);
   g_thread_regions.fetch_add(n, std::memory_order_relaxed);
-  g_fork_ns.fetch_add(fork, std::memory_order_relaxed);
-  g_wait_ns.fetch_add(wait, std::memory_order_relaxed);
+  if (n <= 0) return;
+  // Wall-equivalent: this region's thread time over its own team size.
+  g_fork_ns.fetch_add(fork / n, std::memory_order_relaxed);
+  g_wait_ns.fetch_add(wait / n, std::memory_order_relaxed);
 }
 
 }  // namespace detail

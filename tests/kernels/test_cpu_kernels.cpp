@@ -222,7 +222,9 @@ TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
   EXPECT_EQ(s.thread_regions, 2 * threads_);
   EXPECT_GE(s.fork_ns, 0);
   EXPECT_GE(s.wait_ns, 0);
-  EXPECT_LT(s.fork_ns + s.wait_ns, wall_ns * threads_);
+  // Wall-equivalent (each region's thread time over its team): never more than the wall time,
+  // however the threads were scheduled.
+  EXPECT_LT(s.fork_ns + s.wait_ns, wall_ns);
   // Taken: the next take starts from zero.
   const SyncStats again = take_sync_stats();
   EXPECT_EQ(again.regions, 0);

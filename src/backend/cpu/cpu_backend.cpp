@@ -118,10 +118,8 @@ class CpuBackend final : public Backend {
     SyncTime t;
     t.available = true;
     t.regions = s.regions;
-    // thread-ns / mean threads per region / 1e6
-    const double per = s.thread_regions > 0 ? double(s.regions) / double(s.thread_regions) : 0;
-    t.fork_ms = s.fork_ns * per * 1e-6;
-    t.wait_ms = s.wait_ns * per * 1e-6;
+    t.fork_ms = s.fork_ns * 1e-6;  // already wall-equivalent (per region, over its team)
+    t.wait_ms = s.wait_ns * 1e-6;
     return t;
   }
   void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) override {
