@@ -12,14 +12,27 @@ bin="$build/latprof"
 [ -x "$bin" ] || { echo "bench: $bin not found; build first (see README.md)" >&2; exit 2; }
 mkdir -p reports
 host=$(hostname -s)
+# The independent STREAM-style read (bench/stream_read, built with -DLATPROF_BENCHMARKS=ON) just
+# before and just after, when it is there: the memory roof the runs are judged against drifts.
+stream=${STREAM_READ:-build-bench/bench/stream_read}
+[ -x "$stream" ] || stream="$build/bench/stream_read"
+stream_read() { if [ -x "$stream" ]; then "$stream" 2048 5 | tee -a "reports/bench-$model-stream-$host.txt" >&2; fi; }
+rm -f "reports/bench-$model-stream-$host.txt"
+stream_read
 for dtype in fp16 int8; do
   out="reports/bench-$model-$dtype-$host.json"
   echo "== $model $dtype: latprof run --input $input --output $output" >&2
   "$bin" run --model "$model" --dtype "$dtype" --input "$input" --output "$output" --json "$out" "$@"
 done
+stream_read
 python3 - "$model" "$host" <<'PY'
-import json, sys
+import json, os, re, sys
 model, host = sys.argv[1], sys.argv[2]
+sf = f"reports/bench-{model}-stream-{host}.txt"
+if os.path.exists(sf):
+    bws = [float(x) for x in re.findall(r"best_GBps=([0-9.]+)", open(sf).read())]
+    if bws:
+        print(f"stream_read (independent) before/after: {' / '.join(f'{b:.1f}' for b in bws)} GB/s")
 r = {d: json.load(open(f"reports/bench-{model}-{d}-{host}.json")) for d in ("fp16", "int8")}
 def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
 bw = r["fp16"]["ceilings"]["mem_bw_bytes_per_s"]
