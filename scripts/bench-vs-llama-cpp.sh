@@ -7,7 +7,7 @@
 #   MODEL: tinyllama-1.1b or llama-2-7b (latprof's built-in synthetic model of those shapes);
 #   the GGUFs: the same shapes for llama.cpp (scripts/make-synthetic-gguf.py, then
 #   `llama-quantize F16.gguf Q8_0.gguf Q8_0`). llama.cpp is built outside this repository.
-#   BUILD_DIR (build), BENCH_DIR (build-bench: stream_read), INPUT (500), OUTPUT (64),
+#   BUILD_DIR (build), BENCH_DIR (where bench/stream_read is: build-bench, else BUILD_DIR), INPUT (500), OUTPUT (64),
 #   THREADS (2), REPS (3) override.
 # Decode is measured at context INPUT (llama-bench: tg OUTPUT at depth INPUT; latprof: the decode
 # of a request of INPUT prompt tokens), prefill as INPUT prompt tokens (llama-bench pp INPUT).
@@ -18,6 +18,7 @@ model=$1 f16=$2 q8=$3
 lb=${LLAMA_BENCH:-llama-bench}
 build=${BUILD_DIR:-build}
 bench=${BENCH_DIR:-build-bench}
+[ -x "$bench/bench/stream_read" ] || [ -n "${BENCH_DIR:-}" ] || bench=$build  # README builds have it
 input=${INPUT:-500}
 output=${OUTPUT:-64}
 threads=${THREADS:-2}
