@@ -25,10 +25,12 @@ def main() -> int:
     except ImportError:
         print("make-synthetic-gguf: needs the gguf package: pip install gguf", file=sys.stderr)
         return 2
+    import os
     name, out = sys.argv[1], sys.argv[2]
+    tmp = out + ".tmp"  # written whole, then renamed: never a half-written OUT
     dim, layers, heads, kv, ffn, vocab, ctx, theta, eps = SHAPES[name]
     hd = dim // heads
-    w = gguf.GGUFWriter(out, "llama")
+    w = gguf.GGUFWriter(tmp, "llama")
     w.add_name(f"latprof synthetic {name}")
     w.add_context_length(ctx)
     w.add_embedding_length(dim)
@@ -81,6 +83,7 @@ def main() -> int:
     w.write_kv_data_to_file()
     w.write_tensors_to_file(progress=sys.stderr.isatty())
     w.close()
+    os.replace(tmp, out)
     return 0
 
 

@@ -30,16 +30,9 @@ inline __m512 load_w(const int8_t* p, __mmask16 k) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, p)));
 }
 
-// The software prefetch of row stream i of a block of R rows, kPrefetchBytes past element k.
-// Past the end of a row it goes on in row i of the next block (which this thread reads next: a
-// thread's rows are contiguous, so the next block starts R rows on), not in row i + 1, whose
-// head row i + 1's own stream has already fetched. Before, every new block started R - 1 of its
-// R streams with a DRAM miss: the 2,048-wide GEMV ran 12% slower (reports/cpu-kernels.md).
 template <class T, int R>
 inline void prefetch_ahead(const T* wr, int64_t n, int i, int64_t k) {
-  constexpr int64_t ahead = kPrefetchBytes / int64_t(sizeof(T));
-  const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  prefetch_row_stream<R>(wr, n, i, k, kPrefetchBytes / int64_t(sizeof(T)));
 }
 
 // Rows [r, r + R) of W (element type T), M activation rows, U-way unrolled over k.

@@ -61,14 +61,8 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
       const int64_t k = step * 32;
       // Not port-bound any more, so software prefetch pays as it does for fp16: 1 KB ahead in
       // every row stream, once per 64-byte line (every other 32-weight step).
-      // Past the end of a row the stream goes on in row i of the next block (the rows read
-      // next), not in row i + 1, whose head that row's own stream has already fetched.
       if ((step & 1) == 0)
-        for (int i = 0; i < R; ++i) {
-          const int8_t* p =
-              k + 1024 < n ? wr + i * n + k + 1024 : wr + (R + i) * n + (k + 1024 - n);
-          _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-        }
+        for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, 1024);
       __m512i xv[M];
       for (int j = 0; j < M; ++j)
         xv[j] = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));

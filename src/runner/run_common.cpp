@@ -131,13 +131,9 @@ void fill_sync_metrics(RunReport& r) {
     }
   Metrics& mt = r.metrics;
   if (ms.empty()) return;  // no pure decode step, or no host thread pool (CUDA)
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  mt.decode_sync_ms = median(ms);
-  mt.decode_parallel_regions = median(regions);
-  mt.decode_sync_share = share.empty() ? 0 : median(share);
+  mt.decode_sync_ms = percentiles(ms).p50;
+  mt.decode_parallel_regions = percentiles(regions).p50;
+  mt.decode_sync_share = share.empty() ? 0 : percentiles(share).p50;
 }
 
 void settle_read_bandwidth(RunReport& r) {
