@@ -216,6 +216,38 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
 }
 
+// Prefill attention (one sequence, causal, fp16 KV cache) of `tokens` new tokens after `past`
+// cached positions, at llama-2-7b's heads (model 0) or tinyllama-1.1b's (model 1).
+// GFLOPs counts the cost model's 4 * hd FLOPs per visible (query head, key) pair.
+// args: tokens, past, model
+void BM_AttentionPrefill(benchmark::State& state) {
+  const int64_t n_new = state.range(0), past = state.range(1), ctx = past + n_new;
+  const bool tiny = state.range(2) == 1;
+  const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
+  const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
+  std::vector<uint16_t> kc(size_t(ctx * kv_dim)), vc(kc.size());
+  lc::fill_f16(kc.data(), int64_t(kc.size()), 31, 1.0f);
+  lc::fill_f16(vc.data(), int64_t(vc.size()), 32, 1.0f);
+  std::vector<float> q(size_t(n_new * qd)), out(q.size());
+  lc::fill_f32(q.data(), int64_t(q.size()), 7, 0.0f, 1.0f);
+  std::vector<int32_t> query_start = {0, int32_t(n_new)}, positions, table = {0};
+  for (int64_t t = 0; t < n_new; ++t) positions.push_back(int32_t(past + t));
+  const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, ctx};
+  const WallTimer timer;
+  for (auto _ : state) {
+    lc::attention_paged(q.data(), kc.data(), vc.data(), batch, n_heads, n_kv, hd, 0, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double dt = timer.seconds(), it = double(state.iterations());
+  double pairs = 0;  // visible (query token, key) pairs
+  for (int64_t t = 0; t < n_new; ++t) pairs += double(past + t + 1);
+  const double flop = 4.0 * hd * n_heads * pairs;
+  state.counters["GFLOPs"] = flop * it / dt * 1e-9;
+  state.counters["pct_fma_peak"] = 100.0 * flop * it / dt / fma_peak();
+  state.counters["ms_per_layer"] = dt / it * 1e3;
+}
+
 void BM_Probe(benchmark::State& state) {
   lc::ProbeResult r;
   for (auto _ : state) {
@@ -281,6 +313,15 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({2048, 4, 0})
     ->ArgNames({"ctx", "n_new", "model"})
     ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgsProduct({{500}, {0}, {0, 1}})
+    ->Args({512, 1536, 0})
+    ->Args({512, 3584, 0})
+    ->Args({512, 1536, 1})
+    ->ArgNames({"tokens", "past", "model"})
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 BENCHMARK_MAIN();

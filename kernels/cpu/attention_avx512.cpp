@@ -44,112 +44,175 @@ inline __mmask16 head_mask(int c, int nv, int hd) {
 
 }  // namespace
 
-void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
-  constexpr int B = 64;  // keys per online-softmax step
-  const int hd = a.hd, group = a.n_heads / a.n_kv_heads;
-  const int nv = (hd + 15) / 16, hdp = 16 * nv;  // head padded to whole vectors (zeros)
-  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd;
-  const float scale = 1.0f / std::sqrt(float(hd));
-  std::vector<float> kf(size_t(B * hdp)), vf(size_t(B * hdp)), qf(size_t(group * hdp)),
-      o(size_t(group * hdp)), sc(size_t(group * B)), mx(static_cast<size_t>(group)),
-      sum(static_cast<size_t>(group));
-  const __m512 vscale = _mm512_set1_ps(scale);
+// Prefill (many query tokens of one sequence, one kv head): a tile of query rows (token, head of
+// the group) is held transposed, rows in the vector lanes, so that every step is a plain
+// multiply-add over lanes and the softmax needs no horizontal reduction:
+//   S^T[key][row]  = sum_d K[key][d] * Q^T[d][row]       (K broadcast, Q^T rows loaded)
+//   online softmax per lane over the block's keys (masked lanes: p = 0)
+//   O^T[d][row]   += sum_key V[key][d] * P^T[key][row]   (V broadcast, P^T rows loaded)
+// Each 64-key block of K and V is converted from fp16 once per tile (up to 64 rows), not once
+// per query token.
+namespace {
 
-  auto convert_block = [&](const uint16_t* cache, int64_t j0, int nb, float* dst) {
-    for (int j = 0; j < nb; ++j) {
-      const uint16_t* src = cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
-      for (int c = 0; c < nv; ++c)
-        _mm512_storeu_ps(dst + j * hdp + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
-                                                     head_mask(c, nv, hd), src + 16 * c)));
-    }
-  };
+constexpr int kTileRows = 64;  // query rows per tile (lanes: 4 vectors)
+constexpr int kKeyBlock = 64;  // keys per online-softmax step
 
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n_keys = a.pos(s, t) + 1;  // causal: positions [first, pos]
-    const int64_t first = attn_first_key(a, a.pos(s, t));
-    const int64_t row0 = (a.tok0(s) + t) * a.n_heads + int64_t(kvh) * group;
-    for (int hh = 0; hh < group; ++hh) {
-      const float* q = a.q + (row0 + hh) * hd;
-      for (int c = 0; c < nv; ++c) {
-        _mm512_storeu_ps(
-            &qf[size_t(hh * hdp + 16 * c)],
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(head_mask(c, nv, hd), q + 16 * c), vscale));
-        _mm512_storeu_ps(&o[size_t(hh * hdp + 16 * c)], _mm512_setzero_ps());
-      }
-      mx[size_t(hh)] = -std::numeric_limits<float>::infinity();
-      sum[size_t(hh)] = 0;
-    }
-    // Blocks aligned to multiples of B; a sliding window clips the first: keys [j0 + js, j0 + nb).
-    for (int64_t j0 = first / B * B; j0 < n_keys; j0 += B) {
-      const int nb = int(std::min<int64_t>(B, n_keys - j0));
-      const int js = int(std::max<int64_t>(0, first - j0));
-      convert_block(a.k_cache, j0 + js, nb - js, kf.data() + js * hdp);
-      for (int hh = 0; hh < group; ++hh) {
-        const float* qh = &qf[size_t(hh * hdp)];
-        float* sh = &sc[size_t(hh * B)];
-        float block_max = -std::numeric_limits<float>::infinity();
-        for (int j = js; j < nb; ++j) {
-          __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-          const float* kj = &kf[size_t(j * hdp)];
-          int c = 0;
-          for (; c + 2 <= nv; c += 2) {
-            acc0 =
-                _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc0);
-            acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c + 16),
-                                   _mm512_loadu_ps(kj + 16 * c + 16), acc1);
-          }
-          if (c < nv)
-            acc0 =
-                _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc0);
-          sh[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-          block_max = std::max(block_max, sh[j]);
-        }
-        // Online softmax: rescale the running sums to the new maximum, add this block.
-        const float new_max = std::max(mx[size_t(hh)], block_max);
-        const float corr = std::exp(mx[size_t(hh)] - new_max);  // 0 on the first block
-        mx[size_t(hh)] = new_max;
-        const __m512 vmax = _mm512_set1_ps(new_max);
-        __m512 psum = _mm512_setzero_ps();
-        for (int j = js; j < nb; j += 16) {
-          const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
-          const __m512 p = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sh + j), vmax));
-          _mm512_mask_storeu_ps(sh + j, mk, p);
-          psum = _mm512_mask_add_ps(psum, mk, psum, p);
-        }
-        sum[size_t(hh)] = sum[size_t(hh)] * corr + _mm512_reduce_add_ps(psum);
-        const __m512 vcorr = _mm512_set1_ps(corr);
-        for (int c = 0; c < nv; ++c) {
-          float* oc = &o[size_t(hh * hdp + 16 * c)];
-          _mm512_storeu_ps(oc, _mm512_mul_ps(_mm512_loadu_ps(oc), vcorr));
-        }
-      }
-      convert_block(a.v_cache, j0 + js, nb - js, vf.data() + js * hdp);
-      for (int hh = 0; hh < group; ++hh) {
-        const float* ph = &sc[size_t(hh * B)];
-        for (int c0 = 0; c0 < nv; c0 += 8) {  // up to 8 accumulators (hd <= 128 in one pass)
-          const int cn = std::min(8, nv - c0);
-          __m512 acc[8];
-          for (int c = 0; c < cn; ++c)
-            acc[c] = _mm512_loadu_ps(&o[size_t(hh * hdp + 16 * (c0 + c))]);
-          for (int j = js; j < nb; ++j) {
-            const __m512 pj = _mm512_set1_ps(ph[j]);
-            const float* vj = &vf[size_t(j * hdp + 16 * c0)];
-            for (int c = 0; c < cn; ++c)
-              acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[c]);
-          }
-          for (int c = 0; c < cn; ++c)
-            _mm512_storeu_ps(&o[size_t(hh * hdp + 16 * (c0 + c))], acc[c]);
-        }
-      }
-    }
-    for (int hh = 0; hh < group; ++hh) {
-      const __m512 inv = _mm512_set1_ps(1.0f / sum[size_t(hh)]);
-      float* out = a.out + (row0 + hh) * hd;
-      for (int c = 0; c < nv; ++c)
-        _mm512_mask_storeu_ps(out + 16 * c, head_mask(c, nv, hd),
-                              _mm512_mul_ps(_mm512_loadu_ps(&o[size_t(hh * hdp + 16 * c)]), inv));
+// S^T[i][row] for keys i0..i0+7 (rows of kf) and NRV vectors of rows.
+template <int NRV>
+inline void tile_scores(const float* qt, int64_t rp, const float* kf, int hdp, int hd, float* st) {
+  __m512 acc[8][NRV];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j)
+    for (int v = 0; v < NRV; ++v) acc[j][v] = _mm512_setzero_ps();
+  for (int d = 0; d < hd; ++d) {
+    __m512 q[NRV];
+    for (int v = 0; v < NRV; ++v) q[v] = _mm512_loadu_ps(qt + d * rp + 16 * v);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512 k = _mm512_set1_ps(kf[j * hdp + d]);
+      for (int v = 0; v < NRV; ++v) acc[j][v] = _mm512_fmadd_ps(k, q[v], acc[j][v]);
     }
   }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j)
+    for (int v = 0; v < NRV; ++v) _mm512_storeu_ps(st + j * rp + 16 * v, acc[j][v]);
+}
+
+// O^T[d0..d0+7][rows] = O^T * corr + sum over nk keys of V[key][d] * P^T[key][rows].
+template <int NRV>
+inline void tile_pv(const float* st, int64_t rp, const float* vf, int hdp, int nk, float* ot,
+                    const float* corr) {
+  __m512 acc[8][NRV];
+#pragma GCC unroll 8
+  for (int dd = 0; dd < 8; ++dd)
+    for (int v = 0; v < NRV; ++v)
+      acc[dd][v] =
+          _mm512_mul_ps(_mm512_loadu_ps(ot + dd * rp + 16 * v), _mm512_loadu_ps(corr + 16 * v));
+  for (int i = 0; i < nk; ++i) {
+    __m512 p[NRV];
+    for (int v = 0; v < NRV; ++v) p[v] = _mm512_loadu_ps(st + i * rp + 16 * v);
+#pragma GCC unroll 8
+    for (int dd = 0; dd < 8; ++dd) {
+      const __m512 x = _mm512_set1_ps(vf[i * hdp + dd]);
+      for (int v = 0; v < NRV; ++v) acc[dd][v] = _mm512_fmadd_ps(x, p[v], acc[dd][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int dd = 0; dd < 8; ++dd)
+    for (int v = 0; v < NRV; ++v) _mm512_storeu_ps(ot + dd * rp + 16 * v, acc[dd][v]);
+}
+
+// Query tokens [t0, t1) of sequence s with kv head kvh: (t1 - t0) * group rows.
+void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
+  const int hd = a.hd, group = a.n_heads / a.n_kv_heads;
+  const int nv = (hd + 15) / 16, hdp = 16 * nv;
+  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd;
+  const int64_t rows = (t1 - t0) * group, nrv = (rows + 15) / 16, rp = 16 * nrv;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  thread_local std::vector<float> qt_buf, ot_buf, st_buf, kf_buf, vf_buf, m_buf, l_buf, c_buf;
+  thread_local std::vector<int32_t> pos_buf, first_buf;
+  qt_buf.assign(size_t(hdp * rp), 0.0f);
+  ot_buf.assign(size_t(hdp * rp), 0.0f);
+  st_buf.resize(size_t(kKeyBlock * rp));
+  kf_buf.assign(size_t(kKeyBlock * hdp), 0.0f);  // rows past a short block stay finite (zero)
+  vf_buf.resize(size_t(kKeyBlock * hdp));
+  m_buf.assign(size_t(rp), kNegInf);
+  l_buf.assign(size_t(rp), 0.0f);
+  c_buf.resize(size_t(rp));
+  pos_buf.assign(size_t(rp), -1);  // padding lanes see no key
+  first_buf.assign(size_t(rp), 0);
+  float *const qt = qt_buf.data(), *const ot = ot_buf.data(), *const st = st_buf.data();
+  float *const kf = kf_buf.data(), *const vf = vf_buf.data();
+  float *const mrow = m_buf.data(), *const lrow = l_buf.data(), *const cr = c_buf.data();
+  int64_t kmin = std::numeric_limits<int64_t>::max(), kmax = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = t0 + r / group, p = a.pos(s, t), first = attn_first_key(a, p);
+    pos_buf[size_t(r)] = int32_t(p);
+    first_buf[size_t(r)] = int32_t(first);
+    kmin = std::min(kmin, first);
+    kmax = std::max(kmax, p + 1);
+    const float* q = a.q + ((a.tok0(s) + t) * a.n_heads + int64_t(kvh) * group + r % group) * hd;
+    for (int d = 0; d < hd; ++d) qt[d * rp + r] = q[d] * scale;
+  }
+  // Positions of one chunk are consecutive, so every key in [kmin, kmax) is visible to some row
+  // of the tile (and was written); the blocks stay aligned to multiples of 64.
+  for (int64_t j0 = kmin / kKeyBlock * kKeyBlock; j0 < kmax; j0 += kKeyBlock) {
+    const int64_t jb = std::max(j0, kmin), je = std::min(j0 + kKeyBlock, kmax);
+    const int nk = int(je - jb);
+    for (int i = 0; i < nk; ++i) {
+      const uint16_t* src = a.k_cache + a.row(s, jb + i) * kv_dim + int64_t(kvh) * hd;
+      for (int c = 0; c < nv; ++c)
+        _mm512_storeu_ps(kf + i * hdp + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                                    head_mask(c, nv, hd), src + 16 * c)));
+    }
+    for (int i0 = 0; i0 < nk; i0 += 8) {
+      int64_t v = 0;
+      for (; v + 2 <= nrv; v += 2)
+        tile_scores<2>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
+      if (v < nrv) tile_scores<1>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
+    }
+    // Online softmax per lane: mask, block max, rescale factor, p = exp(s - max), sums.
+    for (int64_t v = 0; v < nrv; ++v) {
+      const __m512i posv = _mm512_loadu_si512(pos_buf.data() + 16 * v);
+      const __m512i firstv = _mm512_loadu_si512(first_buf.data() + 16 * v);
+      __m512 bmax = _mm512_set1_ps(kNegInf);
+      for (int i = 0; i < nk; ++i) {
+        const __m512i kp = _mm512_set1_epi32(int32_t(jb + i));
+        const __mmask16 vis =
+            _mm512_cmple_epi32_mask(kp, posv) & _mm512_cmpge_epi32_mask(kp, firstv);
+        bmax = _mm512_mask_max_ps(bmax, vis, bmax, _mm512_loadu_ps(st + i * rp + 16 * v));
+      }
+      const __m512 m_old = _mm512_loadu_ps(mrow + 16 * v);
+      const __m512 m_new = _mm512_max_ps(m_old, bmax);
+      const __mmask16 live = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
+      const __m512 m_sub = _mm512_maskz_mov_ps(live, m_new);  // lanes with no key yet: 0
+      const __mmask16 had = _mm512_cmp_ps_mask(m_old, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
+      const __m512 corr = _mm512_maskz_mov_ps(had, exp512(_mm512_sub_ps(m_old, m_sub)));
+      _mm512_storeu_ps(cr + 16 * v, corr);
+      __m512 psum = _mm512_setzero_ps();
+      for (int i = 0; i < nk; ++i) {
+        const __m512i kp = _mm512_set1_epi32(int32_t(jb + i));
+        const __mmask16 vis =
+            _mm512_cmple_epi32_mask(kp, posv) & _mm512_cmpge_epi32_mask(kp, firstv);
+        float* si = st + i * rp + 16 * v;
+        const __m512 p =
+            _mm512_maskz_mov_ps(vis, exp512(_mm512_sub_ps(_mm512_loadu_ps(si), m_sub)));
+        _mm512_storeu_ps(si, p);
+        psum = _mm512_add_ps(psum, p);
+      }
+      _mm512_storeu_ps(lrow + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(lrow + 16 * v), corr, psum));
+      _mm512_storeu_ps(mrow + 16 * v, m_new);
+    }
+    for (int i = 0; i < nk; ++i) {
+      const uint16_t* src = a.v_cache + a.row(s, jb + i) * kv_dim + int64_t(kvh) * hd;
+      for (int c = 0; c < nv; ++c)
+        _mm512_storeu_ps(vf + i * hdp + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                                    head_mask(c, nv, hd), src + 16 * c)));
+    }
+    for (int d0 = 0; d0 < hdp; d0 += 8) {
+      int64_t v = 0;
+      for (; v + 2 <= nrv; v += 2)
+        tile_pv<2>(st + 16 * v, rp, vf + d0, hdp, nk, ot + d0 * rp + 16 * v, cr + 16 * v);
+      if (v < nrv)
+        tile_pv<1>(st + 16 * v, rp, vf + d0, hdp, nk, ot + d0 * rp + 16 * v, cr + 16 * v);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = t0 + r / group;
+    float* out = a.out + ((a.tok0(s) + t) * a.n_heads + int64_t(kvh) * group + r % group) * hd;
+    const float inv = 1.0f / lrow[r];
+    for (int d = 0; d < hd; ++d) out[d] = ot[d * rp + r] * inv;
+  }
+}
+
+}  // namespace
+
+void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t tile_tokens = std::max<int64_t>(1, kTileRows / group);
+  for (int64_t u0 = t0; u0 < t1; u0 += tile_tokens)
+    attention_tile(a, s, kvh, u0, std::min(t1, u0 + tile_tokens));
 }
 
 // Decode (few query tokens): keys [k0, k1) of sequence s (k0 a multiple of 64) for every token and

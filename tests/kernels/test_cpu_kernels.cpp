@@ -432,8 +432,11 @@ void check_prefill_matches_decode(const AttnCase& c) {
   }
   EXPECT_EQ(kc, kc2);
   EXPECT_EQ(vc, vc2);
-  // Same keys, same blocks, same arithmetic per query row: only the order of work differs.
-  EXPECT_TRUE(close(decode, prefill.data(), 1e-6, 1e-6));
+  // Same keys visible: the prefill tile (AVX-512: query rows in the vector lanes) and the decode
+  // split sum the same fp32 terms in different orders, so they agree to the reference tests'
+  // tolerance (a few ulp of the scores, amplified by exp); one key wrongly visible or hidden moves
+  // an output by ~|v| / n_keys, >= 1e-2 here.
+  EXPECT_TRUE(close(decode, prefill.data(), 2e-5, 1e-5));
 }
 
 TEST_P(Kernels, AttentionPrefillMatchesDecode) {
