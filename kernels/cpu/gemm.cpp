@@ -9,11 +9,9 @@
 #include "kernels/cpu/internal.hpp"
 
 namespace latprof::cpu {
+namespace {
 
-void gemm(const Weight& w, const float* x, int64_t m, float* y) {
-  if (m <= 0 || w.n_out <= 0) return;
-  if (active_isa() == Isa::avx512) return detail::gemm_avx512(w, x, m, y);
-  if (active_isa() == Isa::avx2) return detail::gemm_avx2(w, x, m, y);
+void gemm_portable(const Weight& w, const float* x, int64_t m, float* y) {
   constexpr int64_t kRows = 16;
   const int64_t blocks = (w.n_out + kRows - 1) / kRows;
   detail::SyncRegion sync;
@@ -26,6 +24,28 @@ void gemm(const Weight& w, const float* x, int64_t m, float* y) {
     sync.done();
   }
   sync.finish();
+}
+
+}  // namespace
+
+void gemm(const Weight& w, const float* x, int64_t m, float* y) {
+  gemm_group(&w, 1, x, m, &y);
+}
+
+void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
+  if (m <= 0 || n <= 0) return;
+  bool same = true;
+  for (int i = 1; i < n; ++i) same = same && ws[i].n_in == ws[0].n_in && ws[i].type == ws[0].type;
+  if (active_isa() == Isa::avx512 && same) return detail::gemm_group_avx512(ws, n, x, m, ys);
+  for (int i = 0; i < n; ++i) {
+    if (ws[i].n_out <= 0) continue;
+    if (active_isa() == Isa::avx512)
+      detail::gemm_group_avx512(ws + i, 1, x, m, ys + i);
+    else if (active_isa() == Isa::avx2)
+      detail::gemm_avx2(ws[i], x, m, ys[i]);
+    else
+      gemm_portable(ws[i], x, m, ys[i]);
+  }
 }
 
 }  // namespace latprof::cpu

@@ -43,7 +43,17 @@ void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int6
 }  // namespace detail
 
 void gemv(const Weight& w, const float* x, int64_t m, float* y) {
-  if (m <= 0 || w.n_out <= 0) return;
+  gemv_group(&w, 1, x, m, &y);
+}
+
+void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
+  if (m <= 0 || n <= 0) return;
+  const Weight& w0 = ws[0];
+  for (int i = 1; i < n; ++i)
+    if (ws[i].n_in != w0.n_in || ws[i].type != w0.type) {  // not one group: one call each
+      for (int j = 0; j < n; ++j) gemv(ws[j], x, m, ys[j]);
+      return;
+    }
   auto* rows = detail::gemv_rows_scalar;
   switch (active_isa()) {
     case Isa::avx512:
@@ -59,11 +69,23 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
   constexpr int64_t kMaxPass = 16;  // activation rows sharing one pass over the weights from DRAM
   // Work is handed out in chunks of whole 4-row groups, ~256 KB of weights each: long sequential
   // streams for the prefetchers, and dynamic scheduling so that a thread slowed down by another
-  // process on its core does not hold the others up at the end.
-  const int64_t row_bytes = w.n_in * (w.type == WType::f16 ? 2 : 1);
+  // process on its core does not hold the others up at the end. The chunks of all the group's
+  // weights are shared out in one parallel region (one fork and one join for q, k and v).
+  const int64_t n_in = w0.n_in;
+  const int64_t row_bytes = n_in * (w0.type == WType::f16 ? 2 : 1);
   const int64_t chunk =
       std::max<int64_t>(4, (int64_t(256) << 10) / std::max<int64_t>(row_bytes, 1) / 4 * 4);
-  const int64_t n_chunks = (w.n_out + chunk - 1) / chunk;
+  constexpr int kMaxGroup = 8;
+  if (n > kMaxGroup) {
+    for (int j = 0; j < n; j += kMaxGroup)
+      gemv_group(ws + j, std::min(kMaxGroup, n - j), x, m, ys + j);
+    return;
+  }
+  int64_t first_chunk[kMaxGroup + 1] = {0};  // chunks of weight i: [first_chunk[i], [i + 1])
+  for (int i = 0; i < n; ++i)
+    first_chunk[i + 1] = first_chunk[i] + (ws[i].n_out + chunk - 1) / chunk;
+  const int64_t n_chunks = first_chunk[n];
+  if (n_chunks == 0) return;
   // More than 8 rows: each chunk is walked in bands of ~32 KB of weight rows (a multiple of 12
   // rows, so every kernel's row blocking divides it), and every group of <= 8 activation rows is
   // applied to a band before the next: the first group reads the band from DRAM, the others from
@@ -72,10 +94,10 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
       std::max<int64_t>(12, (int64_t(32) << 10) / std::max<int64_t>(row_bytes, 1) / 12 * 12);
   // INT8 weights on AVX512-VNNI: int16 activations and vpdpwssd (see gemv_vnni_avx512.cpp).
   static const bool vnni512 = __builtin_cpu_supports("avx512vnni");
-  const bool use_vnni = w.type == WType::i8 && active_isa() == Isa::avx512 && vnni512;
+  const bool use_vnni = w0.type == WType::i8 && active_isa() == Isa::avx512 && vnni512;
   thread_local std::vector<int16_t> xq;
   float xs[kMaxPass];
-  const int64_t ldx = (w.n_in + 31) / 32 * 32;
+  const int64_t ldx = (n_in + 31) / 32 * 32;
   for (int64_t i0 = 0; i0 < m; i0 += kMaxPass) {
     const int64_t mm = std::min(kMaxPass, m - i0);
     // Groups of activation rows, balanced (9 rows: 5 + 4, not 8 + 1: a 1-row group spends a
@@ -84,12 +106,11 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
     int64_t g0[kMaxPass / kMaxM + 1];
     for (int64_t g = 0; g <= n_groups; ++g) g0[g] = mm * g / n_groups;
     const int64_t step = n_groups > 1 ? band : chunk;
-    const float* xi = x + i0 * w.n_in;
-    float* yi = y + i0 * w.n_out;
+    const float* xi = x + i0 * n_in;
     const int16_t* q = nullptr;
     if (use_vnni) {
       xq.resize(size_t(mm * ldx));
-      detail::quantize_activations_i16(xi, mm, w.n_in, ldx, xq.data(), xs);
+      detail::quantize_activations_i16(xi, mm, n_in, ldx, xq.data(), xs);
       q = xq.data();
     }
     detail::SyncRegion sync;
@@ -98,15 +119,20 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
       sync.start();
 #pragma omp for schedule(dynamic, 1) nowait
       for (int64_t c = 0; c < n_chunks; ++c) {
-        const int64_t c1 = std::min(w.n_out, (c + 1) * chunk);
-        for (int64_t b = c * chunk; b < c1; b += step) {
+        int i = 0;
+        while (c >= first_chunk[i + 1]) ++i;
+        const Weight& w = ws[i];
+        float* yi = ys[i] + i0 * w.n_out;
+        const int64_t lc = c - first_chunk[i];
+        const int64_t c1 = std::min(w.n_out, (lc + 1) * chunk);
+        for (int64_t b = lc * chunk; b < c1; b += step) {
           const int64_t b1 = std::min(c1, b + step);
           for (int64_t g = 0; g < n_groups; ++g) {
             const int64_t j = g0[g], mg = g0[g + 1] - g0[g];
             if (use_vnni)
               detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
             else
-              rows(w, xi + j * w.n_in, mg, yi + j * w.n_out, b, b1);
+              rows(w, xi + j * n_in, mg, yi + j * w.n_out, b, b1);
           }
         }
       }

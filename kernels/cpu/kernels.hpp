@@ -34,6 +34,13 @@ void matmul(const Weight& w, const float* x, int64_t m, float* y);
 void gemv(const Weight& w, const float* x, int64_t m, float* y);
 // Prefill path: blocked, packed GEMM (fp16/int8 panels converted to fp32 once per block).
 void gemm(const Weight& w, const float* x, int64_t m, float* y);
+// Several products of the same activations, ys[i][m, ws[i].n_out] = x · ws[i]ᵀ (attention's q, k
+// and v projections; the MLP's gate and up): one parallel region whose threads share out the
+// rows of all the weights, the activations packed (GEMM) or quantised (INT8 GEMV) once. Weights
+// of different n_in or type are applied one by one. No ys[i] may alias x.
+void matmul_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
+void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
+void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
 
 // ---- elementwise and small ops ------------------------------------------------------------------
 // out[t, :] = half_to_float(table[tokens[t], :]); table: [vocab, dim] fp16

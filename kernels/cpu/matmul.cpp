@@ -13,10 +13,14 @@ constexpr int64_t kGemvMaxRowsAvx512 = 32;
 constexpr int64_t kGemvMaxRows = 8;
 
 void matmul(const Weight& w, const float* x, int64_t m, float* y) {
+  matmul_group(&w, 1, x, m, &y);
+}
+
+void matmul_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
   if (m <= (active_isa() == Isa::avx512 ? kGemvMaxRowsAvx512 : kGemvMaxRows))
-    gemv(w, x, m, y);
+    gemv_group(ws, n, x, m, ys);
   else
-    gemm(w, x, m, y);
+    gemm_group(ws, n, x, m, ys);
 }
 
 }  // namespace latprof::cpu

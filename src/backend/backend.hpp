@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,12 @@ class Backend {
                        void* out) = 0;
   // y[rows, n_out] = x[rows, n_in] · Wᵀ
   virtual void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) = 0;
+  // ys[i][rows, ws[i]->n_out] = x · ws[i]ᵀ for weights sharing x (q, k and v; gate and up). A
+  // backend may run them as one kernel; by default, one matmul each.
+  virtual void matmul_group(std::span<const DeviceWeight* const> ws, const void* x, int64_t rows,
+                            std::span<void* const> ys) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, rows, ys[i]);
+  }
   // q: [T, n_heads*hd], k: [T, n_kv*hd]; row r rotated at st.positions[r]. Frequencies:
   // s.inv_freq(). In place.
   virtual void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) = 0;

@@ -22,9 +22,10 @@ void forward(LoadedModel& m, Profiler& prof, const StepDesc& st,
     }
     {
       auto s = prof.op(Op::qkv_proj, l);
-      b.matmul(w.wq, m.xb, rows, m.q);  // q: [rows, q_dim]
-      b.matmul(w.wk, m.xb, rows, m.k);  // k: [rows, kv_dim]
-      b.matmul(w.wv, m.xb, rows, m.v);  // v: [rows, kv_dim]
+      // q: [rows, q_dim], k and v: [rows, kv_dim]
+      const DeviceWeight* ws[] = {&w.wq, &w.wk, &w.wv};
+      void* ys[] = {m.q, m.k, m.v};
+      b.matmul_group(ws, m.xb, rows, ys);
     }
     {
       auto s = prof.op(Op::rope, l);
@@ -48,8 +49,9 @@ void forward(LoadedModel& m, Profiler& prof, const StepDesc& st,
     }
     {
       auto s = prof.op(Op::mlp_gate_up, l);
-      b.matmul(w.w_gate, m.xb, rows, m.gate);  // gate: [rows, ffn]
-      b.matmul(w.w_up, m.xb, rows, m.up);      // up: [rows, ffn]
+      const DeviceWeight* ws[] = {&w.w_gate, &w.w_up};  // gate, up: [rows, ffn]
+      void* ys[] = {m.gate, m.up};
+      b.matmul_group(ws, m.xb, rows, ys);
     }
     {
       auto s = prof.op(Op::swiglu, l);

@@ -231,6 +231,50 @@ TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
   EXPECT_EQ(again.wait_ns, 0);
 }
 
+// matmul_group (q, k, v; gate, up) computes each product exactly as matmul does, bit for bit, in
+// one parallel region (the GEMV with several chunks, the AVX-512 GEMM); weights of another n_in
+// are applied one by one, still exactly.
+TEST_P(Kernels, LinearGroupMatchesOneByOne) {
+  uint32_t seed = 700;
+  for (WType t : {WType::f16, WType::i8})
+    for (int64_t m : {1, 5, 12, 33, 70}) {
+      // n_in 600: fp16 rows of 1,200 bytes, 216-row chunks, so the first weight has two.
+      const LinearData a = make_weight({t, 300, 600}, seed++),
+                       b = make_weight({t, 40, 600}, seed++), c = make_weight({t, 7, 600}, seed++),
+                       d = make_weight({t, 9, 64}, seed++);
+      const std::vector<float> x = random_f32(size_t(m * 600), seed++);
+      for (const bool mixed : {false, true}) {
+        SCOPED_TRACE(std::string(t == WType::f16 ? "f16" : "i8") + " m=" + std::to_string(m) +
+                     (mixed ? " mixed n_in" : ""));
+        const LinearData& third = mixed ? d : c;
+        const Weight ws[] = {a.w, b.w, third.w};
+        std::vector<std::vector<float>> want(3), got(3);
+        float* ys[3];
+        for (int i = 0; i < 3; ++i) {
+          want[size_t(i)].assign(size_t(m * ws[i].n_out), kNaN);
+          got[size_t(i)].assign(size_t(m * ws[i].n_out), kNaN);
+          ys[i] = got[size_t(i)].data();
+        }
+        for (int i = 0; i < 2; ++i) matmul(ws[i], x.data(), m, want[size_t(i)].data());
+        // The mixed case's third weight reads the first 64 columns of x as rows of 64.
+        matmul(ws[2], x.data(), m, want[2].data());
+        take_sync_stats();
+        matmul_group(ws, 3, x.data(), m, ys);
+        const SyncStats st = take_sync_stats();
+        for (int i = 0; i < 3; ++i)
+          EXPECT_EQ(0, std::memcmp(want[size_t(i)].data(), got[size_t(i)].data(),
+                                   want[size_t(i)].size() * sizeof(float)))
+              << "weight " << i;
+        // One region: the GEMV (m <= 16 here is one pass) and the AVX-512 GEMM; the AVX2 and
+        // portable GEMMs (m > 8 off AVX-512) run one per weight, as does a mixed group.
+        const bool avx512 = std::get<0>(GetParam()) == Isa::avx512;
+        if (!mixed) {
+          EXPECT_EQ(st.regions, avx512 || m <= 8 ? 1 : 3);
+        }
+      }
+    }
+}
+
 TEST_P(Kernels, LinearEveryDecodeBatch) {
   // Every m the GEMV takes in one pass over the weights (1..16: one or two groups of activation
   // rows per band of weight rows) plus the first one past it. 37 x 301 is one chunk and one band;

@@ -125,6 +125,18 @@ class CpuBackend final : public Backend {
   void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) override {
     cpu::matmul(as_cpu(w), static_cast<const float*>(x), rows, static_cast<float*>(y));
   }
+  void matmul_group(std::span<const DeviceWeight* const> ws, const void* x, int64_t rows,
+                    std::span<void* const> ys) override {
+    constexpr size_t kMax = 8;
+    if (ws.size() > kMax || ys.size() != ws.size()) return Backend::matmul_group(ws, x, rows, ys);
+    cpu::Weight cw[kMax];
+    float* cy[kMax];
+    for (size_t i = 0; i < ws.size(); ++i) {
+      cw[i] = as_cpu(*ws[i]);
+      cy[i] = static_cast<float*>(ys[i]);
+    }
+    cpu::matmul_group(cw, int(ws.size()), static_cast<const float*>(x), rows, cy);
+  }
   void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) override {
     const std::vector<double> inv_freq = s.inv_freq();
     cpu::rope(static_cast<float*>(q), static_cast<float*>(k), st.positions, st.n_tokens, s.n_heads,
