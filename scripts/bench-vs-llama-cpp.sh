@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# latprof's CPU engine against llama.cpp's llama-bench on the same machine, same shapes, in one
-# run (issue 17), with the read bandwidth measured by bench/stream_read (a STREAM-style read
-# written without latprof's code) just before and just after, averaged.
+# latprof's CPU engine against llama.cpp's llama-bench on the same machine, same shapes (issue 17),
+# interleaved per repetition: each repetition runs stream_read (a STREAM-style read written
+# without latprof's code), then both tools on each dtype; a repetition's figures are judged against
+# the mean of the stream_read samples either side of it, and the summary gives medians over them.
 #
 # Usage: LLAMA_BENCH=/path/to/llama-bench scripts/bench-vs-llama-cpp.sh MODEL GGUF_F16 GGUF_Q8_0
 #   MODEL: tinyllama-1.1b or llama-2-7b (latprof's built-in synthetic model of those shapes);
@@ -31,50 +32,64 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=$threads
 stream() { "$bench/bench/stream_read" 2048 7 | tee -a "$tmp/stream.txt" >&2; }
-echo "== stream_read (before)" >&2; stream
-echo "== llama-bench" >&2
-"$lb" -m "$f16,$q8" -p "$input" -n 0 -t "$threads" -r "$reps" -o json > "$tmp/lb-pp.json"
-"$lb" -m "$f16,$q8" -p 0 -n "$output" -d "$input" -t "$threads" -r "$reps" -o json > "$tmp/lb-tg.json"
-for d in fp16 int8; do
-  echo "== latprof $model $d" >&2
-  "$build/latprof" run --model "$model" --dtype "$d" --input "$input" --output "$output" \
-    --threads "$threads" --repeat "$reps" --quiet --json "$tmp/lp-$d.json" >/dev/null
+# Interleaved per repetition, so that both tools see the same memory system (its bandwidth drifts
+# by a third within minutes on shared machines): stream_read, then for each dtype llama-bench
+# (one repetition of pp and of tg) and latprof (one timed request), then stream_read again.
+for r in $(seq 1 "$reps"); do
+  echo "== repetition $r/$reps: stream_read" >&2; stream
+  for d in fp16 int8; do
+    g=$f16; [ "$d" = int8 ] && g=$q8
+    echo "== repetition $r: llama-bench $d" >&2
+    "$lb" -m "$g" -p "$input" -n 0 -t "$threads" -r 1 -o json > "$tmp/lb-pp-$d-$r.json"
+    "$lb" -m "$g" -p 0 -n "$output" -d "$input" -t "$threads" -r 1 -o json > "$tmp/lb-tg-$d-$r.json"
+    echo "== repetition $r: latprof $model $d" >&2
+    "$build/latprof" run --model "$model" --dtype "$d" --input "$input" --output "$output" \
+      --threads "$threads" --repeat 1 --quiet --json "$tmp/lp-$d-$r.json" >/dev/null
+  done
 done
 echo "== stream_read (after)" >&2; stream
-python3 - "$tmp" "$model" <<'PY'
+python3 - "$tmp" "$model" "$reps" <<'PY'
 import json, re, statistics, sys
-tmp, model = sys.argv[1], sys.argv[2]
-bws = [float(m) for m in re.findall(r"best_GBps=([0-9.]+)", open(f"{tmp}/stream.txt").read())]
-bw = statistics.mean(bws) * 1e9
-lb = {}
-for kind in ("pp", "tg"):
-    for e in json.load(open(f"{tmp}/lb-{kind}.json")):
-        d = "fp16" if "F16" in e["model_type"] else "int8"
-        lb[(d, kind)] = (e["avg_ts"], e["stddev_ts"], e["model_size"])
-lp = {d: json.load(open(f"{tmp}/lp-{d}.json")) for d in ("fp16", "int8")}
+tmp, model, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bws = [float(m) * 1e9 for m in re.findall(r"best_GBps=([0-9.]+)", open(f"{tmp}/stream.txt").read())]
+med = statistics.median
 def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
-fma = lp["fp16"]["ceilings"]["matmul_flops_per_s"]
-print(f"\n{model}, {lp['fp16']['run']['threads']} threads, {lp['fp16']['machine'].get('cpu', '')}")
-print(f"stream_read (independent) before/after: {bws[0]:.1f} / {bws[1]:.1f} GB/s, mean {bw/1e9:.1f} GB/s; "
-      f"latprof's own probe in the runs: " + ", ".join(
-          f"{d} {j['ceilings']['info'].get('read_bandwidth_before', 0)/1e9:.1f}/{j['ceilings']['info'].get('read_bandwidth_after', 0)/1e9:.1f}"
-          for d, j in lp.items()) + " GB/s")
-print(f"{'':6} {'decode tok/s':>24} {'latprof GB/s':>13} {'% stream':>9} {'llama.cpp GB/s*':>16} {'% stream':>9} {'prefill tok/s':>26} {'% FMA':>6}")
-for d, j in lp.items():
-    dec, pre = stage(j, "decode"), stage(j, "prefill")
-    n_dec = j["run"]["output_tokens"] - 1
-    lp_tg = n_dec / (dec["time_ms"] / 1e3)
-    lp_pp = j["run"]["input_tokens"] / (pre["time_ms"] / 1e3)
-    lp_gbs = dec["bytes"] / (dec["time_ms"] / 1e3)
-    tg, tg_sd, size = lb[(d, "tg")]
-    pp, pp_sd, _ = lb[(d, "pp")]
-    lb_gbs = tg * size  # weights only: a lower bound of what llama.cpp moves per token
-    print(f"{d:6} {lp_tg:7.2f} vs {tg:6.2f}±{tg_sd:4.2f} ({lp_tg/tg:4.2f}x) {lp_gbs/1e9:13.1f} {100*lp_gbs/bw:8.1f}% "
-          f"{lb_gbs/1e9:16.1f} {100*lb_gbs/bw:8.1f}% {lp_pp:7.1f} vs {pp:6.1f}±{pp_sd:4.1f} ({lp_pp/pp:4.2f}x) "
-          f"{100*pre['achieved_flops_per_s']/fma:5.1f}%")
-r = (stage(lp['fp16'], 'decode')['time_ms']) / stage(lp['int8'], 'decode')['time_ms']
-bytes_ratio = stage(lp['fp16'], 'decode')['bytes'] / stage(lp['int8'], 'decode')['bytes']
-print(f"latprof INT8/FP16 decode speed {r:.2f}x, byte ratio {bytes_ratio:.2f}x ({r/bytes_ratio:.2f} of it); "
-      f"llama.cpp Q8_0/F16 {lb[('int8','tg')][0]/lb[('fp16','tg')][0]:.2f}x")
+rows = {d: [] for d in ("fp16", "int8")}
+for r in range(1, reps + 1):
+    bw = (bws[r - 1] + bws[r]) / 2  # the stream_read samples either side of this repetition
+    for d in rows:
+        j = json.load(open(f"{tmp}/lp-{d}-{r}.json"))
+        pp = json.load(open(f"{tmp}/lb-pp-{d}-{r}.json"))[0]
+        tg = json.load(open(f"{tmp}/lb-tg-{d}-{r}.json"))[0]
+        dec, pre = stage(j, "decode"), stage(j, "prefill")
+        lp_tg = (j["run"]["output_tokens"] - 1) / (dec["time_ms"] / 1e3)
+        lp_pp = j["run"]["input_tokens"] / (pre["time_ms"] / 1e3)
+        rows[d].append(dict(bw=bw, lp_tg=lp_tg, lb_tg=tg["avg_ts"], lp_pp=lp_pp, lb_pp=pp["avg_ts"],
+                            lp_gbs=dec["bytes"] / (dec["time_ms"] / 1e3), lb_gbs=tg["avg_ts"] * tg["model_size"],
+                            dec_bytes=dec["bytes"], dec_ms=dec["time_ms"],
+                            fma=100 * pre["achieved_flops_per_s"] / j["ceilings"]["matmul_flops_per_s"],
+                            cpu=j["machine"].get("cpu", ""), threads=j["run"]["threads"]))
+f = rows["fp16"][0]
+print(f"\n{model}, {f['threads']} threads, {f['cpu']}, {reps} interleaved repetition(s); medians over them")
+print("stream_read (independent) at each repetition boundary: " + ", ".join(f"{b/1e9:.1f}" for b in bws) + " GB/s")
+print(f"{'':6} {'decode tok/s latprof vs llama.cpp':>34} {'latprof % stream':>17} {'llama.cpp % stream*':>20} "
+      f"{'prefill tok/s latprof vs llama.cpp':>35} {'prefill % FMA':>14}")
+for d, rs in rows.items():
+    lp_tg, lb_tg = med([x["lp_tg"] for x in rs]), med([x["lb_tg"] for x in rs])
+    lp_pp, lb_pp = med([x["lp_pp"] for x in rs]), med([x["lb_pp"] for x in rs])
+    tg_ratio = med([x["lp_tg"] / x["lb_tg"] for x in rs])
+    pp_ratio = med([x["lp_pp"] / x["lb_pp"] for x in rs])
+    lp_pct = med([100 * x["lp_gbs"] / x["bw"] for x in rs])
+    lb_pct = med([100 * x["lb_gbs"] / x["bw"] for x in rs])
+    print(f"{d:6} {lp_tg:8.2f} vs {lb_tg:7.2f} ({tg_ratio:4.2f}x, per-rep {min(x['lp_tg']/x['lb_tg'] for x in rs):.2f}-{max(x['lp_tg']/x['lb_tg'] for x in rs):.2f}) "
+          f"{lp_pct:16.1f}% {lb_pct:19.1f}% {lp_pp:8.1f} vs {lb_pp:7.1f} ({pp_ratio:4.2f}x, per-rep "
+          f"{min(x['lp_pp']/x['lb_pp'] for x in rs):.2f}-{max(x['lp_pp']/x['lb_pp'] for x in rs):.2f}) "
+          f"{med([x['fma'] for x in rs]):13.1f}%")
+# Per token: FP16 time / INT8 time (same token count), against FP16 bytes / INT8 bytes.
+speed = med([a["dec_ms"] / b["dec_ms"] for a, b in zip(rows["fp16"], rows["int8"])])
+byte_ratio = med([a["dec_bytes"] / b["dec_bytes"] for a, b in zip(rows["fp16"], rows["int8"])])
+lb_ratio = med([b["lb_tg"] / a["lb_tg"] for a, b in zip(rows["fp16"], rows["int8"])])
+print(f"latprof INT8/FP16 decode speed {speed:.2f}x, byte ratio {byte_ratio:.2f}x ({speed/byte_ratio:.2f} of it); "
+      f"llama.cpp Q8_0/F16 {lb_ratio:.2f}x")
 print("* llama.cpp GB/s = tok/s x model file size (weights only; latprof's column adds KV-cache reads)")
 PY
