@@ -1,11 +1,22 @@
 // Elementwise ops of the transformer block: SwiGLU, residual add, argmax.
+#include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/internal.hpp"
 
 namespace latprof::cpu {
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  if (active_isa() == Isa::avx512) {
+    // Blocks of 16K elements (a multiple of 16), in parallel only for prefill-sized inputs.
+    constexpr int64_t kBlock = 16384;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t b = 0; b < blocks; ++b)
+      detail::swiglu_avx512(gate + b * kBlock, up + b * kBlock, std::min(kBlock, n - b * kBlock),
+                            out + b * kBlock);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

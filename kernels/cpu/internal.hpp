@@ -98,6 +98,9 @@ inline int64_t attn_part_stride(int hd) {
 }
 void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
 
+// SwiGLU over n elements (elementwise.cpp's swiglu), AVX-512.
+void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out);
+
 // fp32 -> fp16 (round to nearest even) and back, n elements, with F16C.
 void f32_to_f16_f16c(const float* src, uint16_t* dst, int64_t n);
 void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n);
