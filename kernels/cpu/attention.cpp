@@ -182,7 +182,9 @@ void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_
     // transposed kernel, 64 query rows (64 tokens without GQA, 16 with 4 heads per kv head):
     // 16-token units left 7B's tiles a quarter full.
     const int64_t kTokens =
-        active_isa() == Isa::avx512 ? std::max<int64_t>(16, 64 / (n_heads / n_kv_heads)) : 16;
+        active_isa() == Isa::avx512
+            ? std::max<int64_t>(16, detail::kAttnTileRows / (n_heads / n_kv_heads))
+            : 16;
     struct Unit {
       int64_t s;
       int kvh;

@@ -36,7 +36,6 @@ inline __mmask16 head_mask(int c, int nv, int hd) {
 // per query token.
 namespace {
 
-constexpr int kTileRows = 64;  // query rows per tile (lanes: 4 vectors)
 constexpr int kKeyBlock = 64;  // keys per online-softmax step
 
 // S^T[i][row] for keys i0..i0+7 (rows of kf) and NRV vectors of rows.
@@ -192,7 +191,7 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
 
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
   const int group = a.n_heads / a.n_kv_heads;
-  const int64_t tile_tokens = std::max<int64_t>(1, kTileRows / group);
+  const int64_t tile_tokens = std::max<int64_t>(1, kAttnTileRows / group);
   for (int64_t u0 = t0; u0 < t1; u0 += tile_tokens)
     attention_tile(a, s, kvh, u0, std::min(t1, u0 + tile_tokens));
 }
@@ -215,6 +214,10 @@ inline void pv_rows(const float* p, int n, const float* v, int64_t vstride, floa
 #pragma GCC unroll 8
   for (int c = 0; c < CN; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
 }
+
+using PvRowsFn = void (*)(const float*, int, const float*, int64_t, float*);
+constexpr PvRowsFn kPvRows[8] = {pv_rows<1>, pv_rows<2>, pv_rows<3>, pv_rows<4>,
+                                 pv_rows<5>, pv_rows<6>, pv_rows<7>, pv_rows<8>};
 
 }  // namespace
 
@@ -361,32 +364,7 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
           const int64_t vstride = int64_t(a.n_kv_heads) * hdp;
           for (int c0 = 0; c0 < nv; c0 += 8) {
             const int n = int(hi - lo);
-            switch (std::min(8, nv - c0)) {
-              case 1:
-                pv_rows<1>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-              case 2:
-                pv_rows<2>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-              case 3:
-                pv_rows<3>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-              case 4:
-                pv_rows<4>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-              case 5:
-                pv_rows<5>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-              case 6:
-                pv_rows<6>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-              case 7:
-                pv_rows<7>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-              default:
-                pv_rows<8>(ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
-                break;
-            }
+            kPvRows[std::min(8, nv - c0) - 1](ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
           }
         }
       }

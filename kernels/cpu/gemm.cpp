@@ -34,9 +34,8 @@ void gemm(const Weight& w, const float* x, int64_t m, float* y) {
 
 void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
   if (m <= 0 || n <= 0) return;
-  bool same = true;
-  for (int i = 1; i < n; ++i) same = same && ws[i].n_in == ws[0].n_in && ws[i].type == ws[0].type;
-  if (active_isa() == Isa::avx512 && same) return detail::gemm_group_avx512(ws, n, x, m, ys);
+  if (active_isa() == Isa::avx512 && detail::same_input(ws, n))
+    return detail::gemm_group_avx512(ws, n, x, m, ys);
   for (int i = 0; i < n; ++i) {
     if (ws[i].n_out <= 0) continue;
     if (active_isa() == Isa::avx512)

@@ -179,7 +179,6 @@ void micro_kernel(const float* a, const float* b, int64_t kc, float* c, int64_t 
 // then the 256-column blocks of all the weights shared out dynamically.
 template <class T>
 void gemm_t(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
-  constexpr int kMaxGroup = 8;
   const int64_t n_in = ws[0].n_in;
   const int64_t panels = (m + MR - 1) / MR, mp = panels * MR;
   // The packed activations, kept between calls by the calling thread (a fresh allocation of
@@ -187,7 +186,7 @@ void gemm_t(const Weight* ws, int n, const float* x, int64_t m, float* const* ys
   thread_local Aligned ap_cache;
   ap_cache.reserve(size_t(mp * n_in));
   float* const ap = ap_cache.p;
-  int64_t first_block[kMaxGroup + 1] = {0};  // blocks of weight i: [first_block[i], [i + 1])
+  int64_t first_block[kMatmulGroupMax + 1] = {0};  // blocks of weight i: [first_block[i], [i + 1])
   for (int i = 0; i < n; ++i) first_block[i + 1] = first_block[i] + (ws[i].n_out + NC - 1) / NC;
   const int64_t n_blocks = first_block[n];
   SyncRegion sync;
@@ -230,9 +229,8 @@ void gemm_t(const Weight* ws, int n, const float* x, int64_t m, float* const* ys
 }  // namespace
 
 void gemm_group_avx512(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
-  constexpr int kMaxGroup = 8;
-  for (int j = 0; j < n; j += kMaxGroup) {
-    const int nj = std::min(kMaxGroup, n - j);
+  for (int j = 0; j < n; j += kMatmulGroupMax) {
+    const int nj = std::min(kMatmulGroupMax, n - j);
     if (ws[j].type == WType::f16)
       gemm_t<uint16_t>(ws + j, nj, x, m, ys + j);
     else

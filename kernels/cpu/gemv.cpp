@@ -49,11 +49,10 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
 void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
   if (m <= 0 || n <= 0) return;
   const Weight& w0 = ws[0];
-  for (int i = 1; i < n; ++i)
-    if (ws[i].n_in != w0.n_in || ws[i].type != w0.type) {  // not one group: one call each
-      for (int j = 0; j < n; ++j) gemv(ws[j], x, m, ys[j]);
-      return;
-    }
+  if (!detail::same_input(ws, n)) {  // not one group: one call each
+    for (int j = 0; j < n; ++j) gemv(ws[j], x, m, ys[j]);
+    return;
+  }
   auto* rows = detail::gemv_rows_scalar;
   switch (active_isa()) {
     case Isa::avx512:
@@ -75,13 +74,12 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   const int64_t row_bytes = n_in * (w0.type == WType::f16 ? 2 : 1);
   const int64_t chunk =
       std::max<int64_t>(4, (int64_t(256) << 10) / std::max<int64_t>(row_bytes, 1) / 4 * 4);
-  constexpr int kMaxGroup = 8;
-  if (n > kMaxGroup) {
-    for (int j = 0; j < n; j += kMaxGroup)
-      gemv_group(ws + j, std::min(kMaxGroup, n - j), x, m, ys + j);
+  if (n > kMatmulGroupMax) {
+    for (int j = 0; j < n; j += kMatmulGroupMax)
+      gemv_group(ws + j, std::min(kMatmulGroupMax, n - j), x, m, ys + j);
     return;
   }
-  int64_t first_chunk[kMaxGroup + 1] = {0};  // chunks of weight i: [first_chunk[i], [i + 1])
+  int64_t first_chunk[kMatmulGroupMax + 1] = {0};  // chunks of weight i: [first_chunk[i], [i + 1])
   for (int i = 0; i < n; ++i)
     first_chunk[i + 1] = first_chunk[i] + (ws[i].n_out + chunk - 1) / chunk;
   const int64_t n_chunks = first_chunk[n];

@@ -55,6 +55,13 @@ class SyncRegion {
   int64_t waited_[kMaxThreads];
 };
 
+// Whether n weights can run as one group (matmul_group): the same n_in and type.
+inline bool same_input(const Weight* ws, int n) {
+  for (int i = 1; i < n; ++i)
+    if (ws[i].n_in != ws[0].n_in || ws[i].type != ws[0].type) return false;
+  return true;
+}
+
 // Whole blocked GEMM, all threads. The group form: n weights of the same n_in and type applied to
 // the same x (one packing of x, one parallel region).
 void gemm_group_avx512(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
@@ -88,6 +95,8 @@ struct AttnArgs {
 inline int64_t attn_first_key(const AttnArgs& a, int64_t pos) {
   return a.window > 0 && pos >= a.window ? pos - a.window + 1 : 0;
 }
+// Query rows (tokens x heads of one kv group) per tile of the AVX-512 prefill attention.
+inline constexpr int kAttnTileRows = 64;
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 // Decode attention split over keys: keys [k0, k1) (k0 a multiple of 64) of sequence s for all

@@ -39,6 +39,8 @@ void gemm(const Weight& w, const float* x, int64_t m, float* y);
 // rows of all the weights, the activations packed (GEMM) or quantised (INT8 GEMV) once. Weights
 // of different n_in or type are applied one by one. No ys[i] may alias x.
 void matmul_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
+// Weights in one parallel region at most; a larger group is run in groups of this many.
+inline constexpr int kMatmulGroupMax = 8;
 void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
 void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
 

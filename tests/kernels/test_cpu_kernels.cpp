@@ -255,9 +255,8 @@ TEST_P(Kernels, LinearGroupMatchesOneByOne) {
           got[size_t(i)].assign(size_t(m * ws[i].n_out), kNaN);
           ys[i] = got[size_t(i)].data();
         }
-        for (int i = 0; i < 2; ++i) matmul(ws[i], x.data(), m, want[size_t(i)].data());
-        // The mixed case's third weight reads the first 64 columns of x as rows of 64.
-        matmul(ws[2], x.data(), m, want[2].data());
+        // (The mixed case's third weight reads x as rows of 64.)
+        for (int i = 0; i < 3; ++i) matmul(ws[i], x.data(), m, want[size_t(i)].data());
         take_sync_stats();
         matmul_group(ws, 3, x.data(), m, ys);
         const SyncStats st = take_sync_stats();
@@ -272,6 +271,30 @@ TEST_P(Kernels, LinearGroupMatchesOneByOne) {
           EXPECT_EQ(st.regions, avx512 || m <= 8 ? 1 : 3);
         }
       }
+    }
+}
+
+// More weights than one parallel region takes (kMatmulGroupMax): run in groups, still exact.
+TEST_P(Kernels, LinearGroupLargerThanOneRegion) {
+  const int n = kMatmulGroupMax + 1;
+  for (WType t : {WType::f16, WType::i8})
+    for (int64_t m : {3, 40}) {
+      std::vector<LinearData> d;
+      std::vector<Weight> ws;
+      for (int i = 0; i < n; ++i) d.push_back(make_weight({t, 20 + i, 48}, uint32_t(800 + i)));
+      for (const auto& e : d) ws.push_back(e.w);
+      const std::vector<float> x = random_f32(size_t(m * 48), 899);
+      std::vector<std::vector<float>> want(n), got(n);
+      std::vector<float*> ys;
+      for (int i = 0; i < n; ++i) {
+        want[size_t(i)].assign(size_t(m * ws[size_t(i)].n_out), kNaN);
+        got[size_t(i)].assign(want[size_t(i)].size(), kNaN);
+        matmul(ws[size_t(i)], x.data(), m, want[size_t(i)].data());
+        ys.push_back(got[size_t(i)].data());
+      }
+      matmul_group(ws.data(), n, x.data(), m, ys.data());
+      for (int i = 0; i < n; ++i)
+        EXPECT_EQ(want[size_t(i)], got[size_t(i)]) << "weight " << i << " m=" << m;
     }
 }
 

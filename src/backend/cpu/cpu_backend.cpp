@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -127,15 +128,17 @@ class CpuBackend final : public Backend {
   }
   void matmul_group(std::span<const DeviceWeight* const> ws, const void* x, int64_t rows,
                     std::span<void* const> ys) override {
-    constexpr size_t kMax = 8;
-    if (ws.size() > kMax || ys.size() != ws.size()) return Backend::matmul_group(ws, x, rows, ys);
-    cpu::Weight cw[kMax];
-    float* cy[kMax];
-    for (size_t i = 0; i < ws.size(); ++i) {
-      cw[i] = as_cpu(*ws[i]);
-      cy[i] = static_cast<float*>(ys[i]);
+    constexpr size_t kMax = cpu::kMatmulGroupMax;
+    for (size_t j = 0; j < ws.size(); j += kMax) {
+      const size_t n = std::min(kMax, ws.size() - j);
+      cpu::Weight cw[kMax];
+      float* cy[kMax];
+      for (size_t i = 0; i < n; ++i) {
+        cw[i] = as_cpu(*ws[j + i]);
+        cy[i] = static_cast<float*>(ys[j + i]);
+      }
+      cpu::matmul_group(cw, int(n), static_cast<const float*>(x), rows, cy);
     }
-    cpu::matmul_group(cw, int(ws.size()), static_cast<const float*>(x), rows, cy);
   }
   void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) override {
     const std::vector<double> inv_freq = s.inv_freq();
