@@ -66,10 +66,14 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   }
   constexpr int64_t kMaxM = 8;      // activation rows one kernel call holds in registers
   constexpr int64_t kMaxPass = 16;  // activation rows sharing one pass over the weights from DRAM
-  // Work is handed out in chunks of whole 4-row groups, ~256 KB of weights each: long sequential
-  // streams for the prefetchers, and dynamic scheduling so that a thread slowed down by another
-  // process on its core does not hold the others up at the end. The chunks of all the group's
-  // weights are shared out in one parallel region (one fork and one join for q, k and v).
+  // Work is handed out in chunks of whole 4-row groups, ~256 KB of weights each, with guided
+  // scheduling: each thread first takes a long run of consecutive chunks (half the rows, then a
+  // quarter, ...), i.e. one linear stream of weights, and the runs shrink towards the end, so a
+  // thread slowed down by another process on its core does not hold the others up. (With
+  // dynamic scheduling of single chunks a thread's stream jumped every 256 KB and the prefetch
+  // restarted: a tinyllama decode step's weights at 85% of the read bandwidth, 98% this way.)
+  // The chunks of all the group's weights are shared out in one parallel region (one fork and
+  // one join for q, k and v).
   const int64_t n_in = w0.n_in;
   const int64_t row_bytes = n_in * (w0.type == WType::f16 ? 2 : 1);
   const int64_t chunk =
@@ -115,7 +119,7 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
 #pragma omp parallel if (n_chunks > 1)
     {
       sync.start();
-#pragma omp for schedule(dynamic, 1) nowait
+#pragma omp for schedule(guided) nowait
       for (int64_t c = 0; c < n_chunks; ++c) {
         int i = 0;
         while (c >= first_chunk[i + 1]) ++i;

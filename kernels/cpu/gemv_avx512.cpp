@@ -123,8 +123,42 @@ void block_many(const T* w, const float* x, int64_t n, float* y, int64_t ldy, in
   }
 }
 
+// One activation row, fp16 weights: one row at a time, so a thread's rows [r0, r1) are one linear
+// stream (rows are contiguous), prefetched kLinearPrefetchBytes ahead. Four accumulators (64
+// weights per step) hide the FMA latency; compute is far from the limit at m = 1. (The blocked
+// form below, R = 4 rows at once for one shared activation load, reads R streams 2n bytes apart:
+// in one process, a tinyllama decode step's weights went from 85% to 98% of the read bandwidth
+// with this and the guided schedule of gemv.cpp; reports/cpu-kernels.md.)
+void row_stream(const uint16_t* w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  const uint16_t* end = w + r1 * n;  // no prefetch past the thread's share
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* wr = w + r * n;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    int64_t k = 0;
+    for (; k + 64 <= n; k += 64) {
+      const uint16_t* pf = wr + k + kLinearPrefetchBytes / 2;
+      if (pf < end) {
+        __builtin_prefetch(pf, 0, 3);
+        __builtin_prefetch(pf + 32, 0, 3);
+      }
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u)
+        acc[u] = _mm512_fmadd_ps(load_w(wr + k + 16 * u), _mm512_loadu_ps(x + k + 16 * u), acc[u]);
+    }
+    for (; k < n; k += 16) {
+      const __mmask16 mask = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
+      acc[0] = _mm512_fmadd_ps(load_w(wr + k, mask), _mm512_maskz_loadu_ps(mask, x + k), acc[0]);
+    }
+    y[r] = _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+  }
+}
+
 template <class T, int M>
 void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
+  if constexpr (M == 1 && sizeof(T) == 2)
+    return row_stream(static_cast<const uint16_t*>(w.data), x, w.n_in, y, r0, r1);
   // Accumulator budget ~16 zmm: R rows share each activation load, U hides FMA latency at small M.
   constexpr int R = M <= 4 ? 4 : 2;
   constexpr int U = M <= 2 ? 2 : 1;

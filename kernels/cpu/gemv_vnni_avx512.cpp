@@ -89,9 +89,47 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
       y[j * ldy + r + i] = _mm512_reduce_add_ps(accf[i][j]) * ws[r + i] * xs[j];
 }
 
+// One activation row: one weight row at a time, so a thread's rows [r0, r1) are one linear stream
+// (rows are contiguous), prefetched kLinearPrefetchBytes ahead; two vpdpwssd chains (64 weights,
+// one line, per step) hide its latency.
+void row_stream(const int8_t* w, int64_t n, const int16_t* xq, const float* xs, const float* ws,
+                float* y, int64_t r0, int64_t r1) {
+  const int8_t* end = w + r1 * n;  // no prefetch past the thread's share
+  for (int64_t r = r0; r < r1; ++r) {
+    const int8_t* wr = w + r * n;
+    __m512 accf = _mm512_setzero_ps();
+    __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+    int64_t k = 0;
+    while (k + 64 <= n) {
+      // flush every kFlushSteps 32-weight steps per chain, as block() does
+      const int64_t stop = std::min(n / 64 * 64, k + 64 * kFlushSteps);
+      for (; k < stop; k += 64) {
+        if (const int8_t* pf = wr + k + kLinearPrefetchBytes; pf < end)
+          __builtin_prefetch(pf, 0, 3);
+        acc0 = _mm512_dpwssd_epi32(acc0, load_w16(wr + k),
+                                   _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k)));
+        acc1 = _mm512_dpwssd_epi32(acc1, load_w16(wr + k + 32),
+                                   _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k + 32)));
+      }
+      accf = _mm512_add_ps(accf, _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1)));
+      acc0 = acc1 = _mm512_setzero_si512();
+    }
+    for (; k < n; k += 32) {  // the rest, 32 weights a step, the last one masked
+      const __mmask32 mask = n - k >= 32 ? ~__mmask32(0) : __mmask32((uint64_t(1) << (n - k)) - 1);
+      acc0 = _mm512_dpwssd_epi32(
+          acc0, load_w16(wr + k, mask),
+          _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + k)));
+    }
+    accf = _mm512_add_ps(accf, _mm512_cvtepi32_ps(acc0));
+    y[r] = _mm512_reduce_add_ps(accf) * ws[r] * xs[0];
+  }
+}
+
 template <int M>
 void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r0,
           int64_t r1) {
+  if constexpr (M == 1)
+    return row_stream(static_cast<const int8_t*>(w.data), w.n_in, xq, xs, w.scales, y, r0, r1);
   // Accumulators: 2 * R * M zmm; R rows share each activation load.
   constexpr int R = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   const int8_t* wd = static_cast<const int8_t*>(w.data);

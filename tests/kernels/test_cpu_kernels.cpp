@@ -199,6 +199,11 @@ TEST_P(Kernels, LinearOddShapes) {
     check_linear({t, 1, 31}, 2, seed++);
     check_linear({t, 61, 4113}, 33, seed++);  // three passes of the GEMV: 16 + 16 + 1
     check_linear({t, 13, 7}, 16, seed++);
+    // One activation row reads one row at a time (gemv_avx512.cpp / gemv_vnni_avx512.cpp
+    // row_stream): rows longer than one int32 flush of the VNNI chains (8,192 weights), a tail
+    // past the 64-weight steps, and rows shorter than one step.
+    check_linear({t, 9, 8192 + 64 + 31}, 1, seed++);
+    check_linear({t, 3, 31}, 1, seed++);
   }
 }
 
