@@ -114,8 +114,13 @@ void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_
     for (int64_t s : few)
       blocks_all += (a.pos(s, a.n_tok(s) - 1) + kBlock) / kBlock -
                     detail::attn_first_key(a, a.pos(s, 0)) / kBlock;
+    // Chunks of at least ~256 KB of K and V (4 blocks at tinyllama's 4 x 64 kv dims; one at
+    // 7B's): each chunk sets up and merges every head's state, which at 64 keys and GQA cost more
+    // than its keys' arithmetic.
+    const int64_t min_blocks =
+        std::max<int64_t>(1, (int64_t(256) << 10) / (kBlock * 4 * int64_t(n_kv_heads) * hd));
     const int64_t per_chunk =
-        std::max<int64_t>(1, blocks_all / (16 * int64_t(omp_get_max_threads())));
+        std::max<int64_t>(min_blocks, blocks_all / (16 * int64_t(omp_get_max_threads())));
     const int64_t ps = detail::attn_part_stride(hd);
     int64_t part_floats = 0;
     for (size_t i = 0; i < few.size(); ++i) {
@@ -130,9 +135,9 @@ void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_
       }
     }
     first_unit[few.size()] = int64_t(units.size());
-    thread_local std::vector<float> part;
-    part.resize(size_t(part_floats));
-    float* const pp = part.data();  // (part itself is this thread's: not visible by name below)
+    thread_local detail::AlignedFloats part;
+    part.reserve(size_t(part_floats));
+    float* const pp = part.p;  // (part itself is this thread's: not visible by name below)
     const int hdp = int(ps - 16);
     // Output rows of the merge: (sequence among `few`, token row within it).
     std::vector<std::pair<int64_t, int64_t>> rows_of;

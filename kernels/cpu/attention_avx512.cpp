@@ -215,6 +215,40 @@ inline void pv_rows(const float* p, int n, const float* v, int64_t vstride, floa
   for (int c = 0; c < CN; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
 }
 
+// s[0 .. 16) = the dot products of q (nv vectors) with 16 rows of k (row stride hdp): 16 lane-wise
+// accumulators, then one transposing reduction tree (45 shuffles and adds for 16 keys, where one
+// horizontal reduction per key took ~9 uops).
+inline void scores16(const float* q, const float* k, int nv, int hdp, float* s) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int c = 0; c < nv; ++c) {
+    const __m512 qc = _mm512_loadu_ps(q + 16 * c);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k + j * hdp + 16 * c), acc[j]);
+  }
+  // Level 1: pairs of keys; within each 128-bit lane [a0+a2, b0+b2, a1+a3, b1+b3].
+  __m512 b[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)
+    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]),
+                         _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
+  // Level 2: four keys per 128-bit lane, one partial sum each.
+  __m512 c4[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    c4[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                          _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+  // Levels 3 and 4: across the 128-bit lanes.
+  const __m512 d0 = _mm512_add_ps(_mm512_shuffle_f32x4(c4[0], c4[1], 0x44),
+                                  _mm512_shuffle_f32x4(c4[0], c4[1], 0xEE));
+  const __m512 d1 = _mm512_add_ps(_mm512_shuffle_f32x4(c4[2], c4[3], 0x44),
+                                  _mm512_shuffle_f32x4(c4[2], c4[3], 0xEE));
+  _mm512_storeu_ps(
+      s, _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD)));
+}
+
 using PvRowsFn = void (*)(const float*, int, const float*, int64_t, float*);
 constexpr PvRowsFn kPvRows[8] = {pv_rows<1>, pv_rows<2>, pv_rows<3>, pv_rows<4>,
                                  pv_rows<5>, pv_rows<6>, pv_rows<7>, pv_rows<8>};
@@ -223,10 +257,10 @@ constexpr PvRowsFn kPvRows[8] = {pv_rows<1>, pv_rows<2>, pv_rows<3>, pv_rows<4>,
 
 // Decode (few query tokens): keys [k0, k1) of sequence s (k0 a multiple of 64) for every token and
 // every head, walking the cache key-major so each key's whole K row and V row (all kv heads,
-// contiguous) stream from DRAM in address order. Per 64-key block the arithmetic of each query row
-// is that of attention_unit_avx512 (same dot-product order, same online-softmax step), so a
-// single-chunk call reproduces it bit for bit. Writes the un-normalised partial state of every
-// (token, head) row to part: o[hdp], then max, then sum, stride attn_part_stride(hd).
+// contiguous) stream from DRAM in address order, with an online-softmax step per 64-key block
+// (the prefill tile's arithmetic differs in order: the two agree to rounding, as the tests check).
+// Writes the un-normalised partial state of every (token, head) row to part: o[hdp], then max,
+// then sum, stride attn_part_stride(hd).
 void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part) {
   constexpr int B = 64, kAhead = 6;  // keys per softmax step; prefetch distance in rows
   const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
@@ -238,16 +272,16 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
       int(std::clamp<int64_t>((int64_t(16) << 10) / (int64_t(a.n_kv_heads) * hdp * 4), 1, 16));
   const float scale = 1.0f / std::sqrt(float(hd));
   const __m512 vscale = _mm512_set1_ps(scale);
-  thread_local std::vector<float> qf, sc, kb, vb;
-  qf.resize(size_t(nt * nh * hdp));
-  sc.resize(size_t(nt * nh * B));
-  kb.resize(size_t(hdp));
-  vb.resize(size_t(kSub * a.n_kv_heads * hdp));
-  // Raw pointers: thread_local objects are not re-read (TLS address, vector data) in the loops.
-  float* const qfp = qf.data();
-  float* const scp = sc.data();
-  float* const kbp = kb.data();
-  float* const vbp = vb.data();
+  thread_local AlignedFloats qf, sc, kb, vb;
+  qf.reserve(size_t(nt * nh * hdp));
+  sc.reserve(size_t(nt * nh * B));
+  kb.reserve(size_t(16 * a.n_kv_heads * hdp));
+  vb.reserve(size_t(kSub * a.n_kv_heads * hdp));
+  // Raw pointers: thread_local objects are not re-read (TLS address, buffer) in the loops.
+  float* const qfp = qf.p;
+  float* const scp = sc.p;
+  float* const kbp = kb.p;
+  float* const vbp = vb.p;
   for (int64_t t = 0; t < nt; ++t)
     for (int h = 0; h < nh; ++h) {
       const float* q = a.q + ((a.tok0(s) + t) * nh + h) * hd;
@@ -263,27 +297,29 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
     }
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
-    // Scores, key-major: one pass over the block's K rows.
-    for (int j = 0; j < nb_all; ++j) {
-      const uint16_t* krow = a.k_cache + a.row(s, j0 + j) * kv_dim;
-      // Software prefetch of the row kAhead keys on (through the block table): keeps DRAM busy
-      // while this row computes.
-      const uint16_t* kahead =
-          j + kAhead < nb_all ? a.k_cache + a.row(s, j0 + j + kAhead) * kv_dim : nullptr;
-      for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-        const uint16_t* src = krow + int64_t(kvh) * hd;
-        if (kahead)
-          for (int l = 0; l < hd; l += 32)
-            _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(kvh) * hd + l),
-                         _MM_HINT_T0);
-        for (int c = 0; c < nv; ++c)
-          _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
-                                               head_mask(c, nv, hd), src + 16 * c)));
-        for (int64_t t = 0; t < nt; ++t) {
-          // causal (and windowed): not visible to token t
-          if (j0 + j > a.pos(s, t) || j0 + j < attn_first_key(a, a.pos(s, t))) continue;
-          for (int hh = 0; hh < group; ++hh) {
-            const int h = kvh * group + hh;
+    if (group == 1) {
+      // Scores without GQA (one query head per kv head, as llama-2-7b): key-major, one pass
+      // over the block's K rows, each converted once and used by its one head; one horizontal
+      // reduction per (key, head). (The 16-key form below, whose per-kv-head buffer is then 256
+      // KB at 7B's 32 x 128, ran 1.4x slower here.)
+      for (int j = 0; j < nb_all; ++j) {
+        const uint16_t* krow = a.k_cache + a.row(s, j0 + j) * kv_dim;
+        // Software prefetch of the row kAhead keys on (through the block table): keeps DRAM
+        // busy while this row computes.
+        const uint16_t* kahead =
+            j + kAhead < nb_all ? a.k_cache + a.row(s, j0 + j + kAhead) * kv_dim : nullptr;
+        for (int h = 0; h < a.n_kv_heads; ++h) {
+          const uint16_t* src = krow + int64_t(h) * hd;
+          if (kahead)
+            for (int l = 0; l < hd; l += 32)
+              _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(h) * hd + l),
+                           _MM_HINT_T0);
+          for (int c = 0; c < nv; ++c)
+            _mm512_storeu_ps(kbp + (16 * c), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                                 head_mask(c, nv, hd), src + 16 * c)));
+          for (int64_t t = 0; t < nt; ++t) {
+            // causal (and windowed): not visible to token t
+            if (j0 + j > a.pos(s, t) || j0 + j < attn_first_key(a, a.pos(s, t))) continue;
             const float* qh = qfp + ((t * nh + h) * hdp);
             __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
             int c = 0;
@@ -300,8 +336,47 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
           }
         }
       }
+    } else {
+      // Scores with GQA, 16 keys at a time. The sub-block's K rows are read key-major (whole
+      // rows, in address order, each prefetched kAhead rows ahead) and converted once into kb,
+      // laid out per kv head ([kv head][16 keys][hdp]); then every query head of the group gets
+      // its 16 scores in one vector (scores16: no horizontal reduction per key).
+      for (int jb = 0; jb < nb_all; jb += 16) {
+        const int jn = std::min(16, nb_all - jb);
+        for (int j = 0; j < 16; ++j) {
+          if (j < jn) {
+            const uint16_t* krow = a.k_cache + a.row(s, j0 + jb + j) * kv_dim;
+            const uint16_t* kahead = j0 + jb + j + kAhead < k1
+                                         ? a.k_cache + a.row(s, j0 + jb + j + kAhead) * kv_dim
+                                         : nullptr;
+            for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+              const uint16_t* src = krow + int64_t(kvh) * hd;
+              if (kahead)
+                for (int l = 0; l < hd; l += 32)
+                  _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(kvh) * hd + l),
+                               _MM_HINT_T0);
+              float* dst = kbp + (int64_t(kvh) * 16 + j) * hdp;
+              for (int c = 0; c < nv; ++c)
+                _mm512_storeu_ps(dst + 16 * c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                                   head_mask(c, nv, hd), src + 16 * c)));
+            }
+          } else {  // past the last key: finite scores that nobody reads
+            for (int kvh = 0; kvh < a.n_kv_heads; ++kvh)
+              for (int c = 0; c < nv; ++c)
+                _mm512_storeu_ps(kbp + (int64_t(kvh) * 16 + j) * hdp + 16 * c, _mm512_setzero_ps());
+          }
+        }
+        for (int64_t t = 0; t < nt; ++t) {
+          // no key of the sub-block visible to token t (causal, windowed)
+          const int64_t p = a.pos(s, t);
+          if (j0 + jb > p || j0 + jb + jn - 1 < attn_first_key(a, p)) continue;
+          for (int h = 0; h < nh; ++h)
+            scores16(qfp + (t * nh + h) * hdp, kbp + int64_t(h / group) * 16 * hdp, nv, hdp,
+                     scp + (t * nh + h) * B + jb);
+        }
+      }
     }
-    // Online-softmax step per (token, head), exactly as in attention_unit_avx512.
+    // Online-softmax step per (token, head).
     for (int64_t t = 0; t < nt; ++t) {
       const int nb = int(std::min<int64_t>(nb_all, a.pos(s, t) + 1 - j0));
       const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos(s, t)) - j0));
@@ -309,8 +384,12 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
       for (int h = 0; h < nh; ++h) {
         float* sh = scp + ((t * nh + h) * B);
         float* o = part + (t * nh + h) * ps;
-        float block_max = -std::numeric_limits<float>::infinity();
-        for (int j = js; j < nb; ++j) block_max = std::max(block_max, sh[j]);
+        __m512 vbm = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+        for (int j = js; j < nb; j += 16) {
+          const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
+          vbm = _mm512_mask_max_ps(vbm, mk, vbm, _mm512_maskz_loadu_ps(mk, sh + j));
+        }
+        const float block_max = _mm512_reduce_max_ps(vbm);
         const float new_max = std::max(o[hdp], block_max);
         const float corr = std::exp(o[hdp] - new_max);
         o[hdp] = new_max;

@@ -28,25 +28,6 @@ namespace {
 constexpr int MR = 14, NR = 32;
 constexpr int64_t KC = 256, NC = 256;
 
-// A 64-byte aligned float buffer that only grows.
-struct Aligned {
-  float* p = nullptr;
-  size_t n = 0;
-  Aligned() = default;
-  void reserve(size_t want) {
-    if (want <= n) return;
-    std::free(p);
-    p = nullptr;
-    n = 0;
-    p = static_cast<float*>(std::aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64));
-    if (!p) throw std::bad_alloc();
-    n = want;
-  }
-  ~Aligned() { std::free(p); }
-  Aligned(const Aligned&) = delete;
-  Aligned& operator=(const Aligned&) = delete;
-};
-
 // 16 x 16 transpose: r[i] lane j -> r[j] lane i.
 inline void transpose16(__m512 r[16]) {
   __m512 t[16], u[16];
@@ -183,7 +164,7 @@ void gemm_t(const Weight* ws, int n, const float* x, int64_t m, float* const* ys
   const int64_t panels = (m + MR - 1) / MR, mp = panels * MR;
   // The packed activations, kept between calls by the calling thread (a fresh allocation of
   // several MB per call is page-faulted in each time).
-  thread_local Aligned ap_cache;
+  thread_local AlignedFloats ap_cache;
   ap_cache.reserve(size_t(mp * n_in));
   float* const ap = ap_cache.p;
   int64_t first_block[kMatmulGroupMax + 1] = {0};  // blocks of weight i: [first_block[i], [i + 1])
@@ -193,9 +174,9 @@ void gemm_t(const Weight* ws, int n, const float* x, int64_t m, float* const* ys
 #pragma omp parallel
   {
     sync.start();
-    pack_a(x, m, n_in, ap);   // omp for nowait inside
-    sync.barrier();           // every panel packed before any is read
-    thread_local Aligned bp;  // this thread's converted B block, kept between calls
+    pack_a(x, m, n_in, ap);         // omp for nowait inside
+    sync.barrier();                 // every panel packed before any is read
+    thread_local AlignedFloats bp;  // this thread's converted B block, kept between calls
     bp.reserve(size_t(NC * KC));
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t job = 0; job < n_blocks; ++job) {

@@ -4,10 +4,33 @@
 // after the dispatcher has checked the CPU.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 
 #include "kernels/cpu/kernels.hpp"
 
 namespace latprof::cpu::detail {
+
+// A 64-byte aligned float scratch buffer that only grows (reserve() drops the contents). Kernels'
+// thread_local scratch: a std::vector's 16-byte alignment split every 64-byte load of a row
+// across two cache lines.
+struct AlignedFloats {
+  float* p = nullptr;
+  size_t n = 0;
+  AlignedFloats() = default;
+  void reserve(size_t want) {
+    if (want <= n) return;
+    std::free(p);
+    p = nullptr;
+    n = 0;
+    p = static_cast<float*>(std::aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64));
+    if (!p) throw std::bad_alloc();
+    n = want;
+  }
+  ~AlignedFloats() { std::free(p); }
+  AlignedFloats(const AlignedFloats&) = delete;
+  AlignedFloats& operator=(const AlignedFloats&) = delete;
+};
 
 // Output rows [r0, r1) of y = x · Wᵀ for m activation rows (m <= 8). y row stride is w.n_out.
 void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
