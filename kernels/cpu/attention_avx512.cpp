@@ -91,21 +91,27 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
   const int64_t rows = (t1 - t0) * group, nrv = (rows + 15) / 16, rp = 16 * nrv;
   const float scale = 1.0f / std::sqrt(float(hd));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  thread_local std::vector<float> qt_buf, ot_buf, st_buf, kf_buf, vf_buf, m_buf, l_buf, c_buf;
+  // Scratch 64-byte aligned (every row is a multiple of 16 floats: no load splits a cache line).
+  thread_local AlignedFloats qt_buf, ot_buf, st_buf, kf_buf, vf_buf, m_buf, l_buf, c_buf;
   thread_local std::vector<int32_t> pos_buf, first_buf;
-  qt_buf.assign(size_t(hdp * rp), 0.0f);
-  ot_buf.assign(size_t(hdp * rp), 0.0f);
-  st_buf.resize(size_t(kKeyBlock * rp));
-  kf_buf.assign(size_t(kKeyBlock * hdp), 0.0f);  // rows past a short block stay finite (zero)
-  vf_buf.resize(size_t(kKeyBlock * hdp));
-  m_buf.assign(size_t(rp), kNegInf);
-  l_buf.assign(size_t(rp), 0.0f);
-  c_buf.resize(size_t(rp));
+  auto scratch = [](AlignedFloats& b, int64_t n) {
+    b.reserve(size_t(n));
+    return b.p;
+  };
+  auto filled = [&](AlignedFloats& b, int64_t n, float v) {
+    std::fill_n(scratch(b, n), n, v);
+    return b.p;
+  };
+  float* const qt = filled(qt_buf, hdp * rp, 0.0f);
+  float* const ot = filled(ot_buf, hdp * rp, 0.0f);
+  float* const st = scratch(st_buf, kKeyBlock * rp);
+  float* const kf = filled(kf_buf, kKeyBlock * hdp, 0.0f);  // rows past a short block stay finite
+  float* const vf = scratch(vf_buf, kKeyBlock * hdp);
+  float* const mrow = filled(m_buf, rp, kNegInf);
+  float* const lrow = filled(l_buf, rp, 0.0f);
+  float* const cr = scratch(c_buf, rp);
   pos_buf.assign(size_t(rp), -1);  // padding lanes see no key
   first_buf.assign(size_t(rp), 0);
-  float *const qt = qt_buf.data(), *const ot = ot_buf.data(), *const st = st_buf.data();
-  float *const kf = kf_buf.data(), *const vf = vf_buf.data();
-  float *const mrow = m_buf.data(), *const lrow = l_buf.data(), *const cr = c_buf.data();
   int64_t kmin = std::numeric_limits<int64_t>::max(), kmax = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = t0 + r / group, p = a.pos(s, t), first = attn_first_key(a, p);
