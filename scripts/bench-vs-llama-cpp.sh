@@ -9,7 +9,7 @@
 #   the GGUFs: the same shapes for llama.cpp (scripts/make-synthetic-gguf.py, then
 #   `llama-quantize F16.gguf Q8_0.gguf Q8_0`). llama.cpp is built outside this repository.
 #   BUILD_DIR (build), BENCH_DIR (where bench/stream_read is: build-bench, else BUILD_DIR), INPUT (500), OUTPUT (64),
-#   THREADS (2), REPS (3) override.
+#   THREADS (2), REPS (3), DTYPES ("fp16 int8"; one of them alone for long runs) override.
 # Decode is measured at context INPUT (llama-bench: tg OUTPUT at depth INPUT; latprof: the decode
 # of a request of INPUT prompt tokens), prefill as INPUT prompt tokens (llama-bench pp INPUT).
 set -euo pipefail
@@ -24,6 +24,10 @@ input=${INPUT:-500}
 output=${OUTPUT:-64}
 threads=${THREADS:-2}
 reps=${REPS:-3}
+dtypes=${DTYPES:-fp16 int8}
+for d in $dtypes; do
+  case $d in fp16 | int8) ;; *) echo "bench-vs-llama-cpp: DTYPES takes fp16 and/or int8, not '$d'" >&2; exit 2 ;; esac
+done
 command -v "$lb" >/dev/null || [ -x "$lb" ] || { echo "bench-vs-llama-cpp: llama-bench not found; set LLAMA_BENCH" >&2; exit 2; }
 [ -x "$build/latprof" ] || { echo "bench-vs-llama-cpp: $build/latprof not found; build first" >&2; exit 2; }
 [ -x "$bench/bench/stream_read" ] || { echo "bench-vs-llama-cpp: $bench/bench/stream_read not found; build the stream_read target (-DLATPROF_BENCHMARKS=ON)" >&2; exit 2; }
@@ -37,7 +41,7 @@ stream() { "$bench/bench/stream_read" 2048 7 | tee -a "$tmp/stream.txt" >&2; }
 # (one repetition of pp and of tg) and latprof (one timed request), then stream_read again.
 for r in $(seq 1 "$reps"); do
   echo "== repetition $r/$reps: stream_read" >&2; stream
-  for d in fp16 int8; do
+  for d in $dtypes; do
     g=$f16; [ "$d" = int8 ] && g=$q8
     echo "== repetition $r: llama-bench $d" >&2
     "$lb" -m "$g" -p "$input" -n 0 -t "$threads" -r 1 -o json > "$tmp/lb-pp-$d-$r.json"
@@ -48,13 +52,13 @@ for r in $(seq 1 "$reps"); do
   done
 done
 echo "== stream_read (after)" >&2; stream
-python3 - "$tmp" "$model" "$reps" <<'PY'
+python3 - "$tmp" "$model" "$reps" $dtypes <<'PY'
 import json, re, statistics, sys
-tmp, model, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tmp, model, reps, dtypes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 bws = [float(m) * 1e9 for m in re.findall(r"best_GBps=([0-9.]+)", open(f"{tmp}/stream.txt").read())]
 med = statistics.median
 def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
-rows = {d: [] for d in ("fp16", "int8")}
+rows = {d: [] for d in dtypes}
 for r in range(1, reps + 1):
     bw = (bws[r - 1] + bws[r]) / 2  # the stream_read samples either side of this repetition
     for d in rows:
@@ -69,7 +73,7 @@ for r in range(1, reps + 1):
                             dec_bytes=dec["bytes"], dec_ms=dec["time_ms"],
                             fma=100 * pre["achieved_flops_per_s"] / j["ceilings"]["matmul_flops_per_s"],
                             cpu=j["machine"].get("cpu", ""), threads=j["run"]["threads"]))
-f = rows["fp16"][0]
+f = rows[dtypes[0]][0]
 print(f"\n{model}, {f['threads']} threads, {f['cpu']}, {reps} interleaved repetition(s); medians over them")
 print("stream_read (independent) at each repetition boundary: " + ", ".join(f"{b/1e9:.1f}" for b in bws) + " GB/s")
 print(f"{'':6} {'decode tok/s latprof vs llama.cpp':>34} {'latprof % stream':>17} {'llama.cpp % stream*':>20} "
@@ -86,10 +90,11 @@ for d, rs in rows.items():
           f"{min(x['lp_pp']/x['lb_pp'] for x in rs):.2f}-{max(x['lp_pp']/x['lb_pp'] for x in rs):.2f}) "
           f"{med([x['fma'] for x in rs]):13.1f}%")
 # Per token: FP16 time / INT8 time (same token count), against FP16 bytes / INT8 bytes.
-speed = med([a["dec_ms"] / b["dec_ms"] for a, b in zip(rows["fp16"], rows["int8"])])
-byte_ratio = med([a["dec_bytes"] / b["dec_bytes"] for a, b in zip(rows["fp16"], rows["int8"])])
-lb_ratio = med([b["lb_tg"] / a["lb_tg"] for a, b in zip(rows["fp16"], rows["int8"])])
-print(f"latprof INT8/FP16 decode speed {speed:.2f}x, byte ratio {byte_ratio:.2f}x ({speed/byte_ratio:.2f} of it); "
-      f"llama.cpp Q8_0/F16 {lb_ratio:.2f}x")
+if "fp16" in rows and "int8" in rows:
+    speed = med([a["dec_ms"] / b["dec_ms"] for a, b in zip(rows["fp16"], rows["int8"])])
+    byte_ratio = med([a["dec_bytes"] / b["dec_bytes"] for a, b in zip(rows["fp16"], rows["int8"])])
+    lb_ratio = med([b["lb_tg"] / a["lb_tg"] for a, b in zip(rows["fp16"], rows["int8"])])
+    print(f"latprof INT8/FP16 decode speed {speed:.2f}x, byte ratio {byte_ratio:.2f}x ({speed/byte_ratio:.2f} of it); "
+          f"llama.cpp Q8_0/F16 {lb_ratio:.2f}x")
 print("* llama.cpp GB/s = tok/s x model file size (weights only; latprof's column adds KV-cache reads)")
 PY

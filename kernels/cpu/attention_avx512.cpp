@@ -204,21 +204,41 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
 
 namespace {
 
-// o[0 .. 16 * CN) += sum over n keys of p[j] * v[j * vstride + ...], keys in order, o held in
-// registers (the same sums, in the same order, as one fmadd per key through memory).
+// o[0 .. 16 * CN) += sum over n keys of p[j] * v[j * vstride + ...], o held in registers. Up to
+// CN = 4 (hd <= 64) the even and odd keys go to two sets of accumulators, added at the end: one
+// set's CN chains waited on the FMA latency (4 cycles a key), the two fill both FMA pipes.
 template <int CN>
 inline void pv_rows(const float* p, int n, const float* v, int64_t vstride, float* o) {
-  __m512 acc[CN];
+  constexpr int S = CN <= 4 ? 2 : 1;  // accumulator sets
+  __m512 acc[S][CN];
 #pragma GCC unroll 8
-  for (int c = 0; c < CN; ++c) acc[c] = _mm512_loadu_ps(o + 16 * c);
-  for (int j = 0; j < n; ++j) {
+  for (int c = 0; c < CN; ++c) {
+    acc[0][c] = _mm512_loadu_ps(o + 16 * c);
+    if constexpr (S == 2) acc[1][c] = _mm512_setzero_ps();
+  }
+  int j = 0;
+  for (; j + S <= n; j += S) {
+#pragma GCC unroll 2
+    for (int u = 0; u < S; ++u) {
+      const __m512 pj = _mm512_set1_ps(p[j + u]);
+      const float* vj = v + (j + u) * vstride;
+#pragma GCC unroll 8
+      for (int c = 0; c < CN; ++c)
+        acc[u][c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[u][c]);
+    }
+  }
+  for (; j < n; ++j) {
     const __m512 pj = _mm512_set1_ps(p[j]);
     const float* vj = v + j * vstride;
 #pragma GCC unroll 8
-    for (int c = 0; c < CN; ++c) acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[c]);
+    for (int c = 0; c < CN; ++c)
+      acc[0][c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[0][c]);
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < CN; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
+  for (int c = 0; c < CN; ++c) {
+    if constexpr (S == 2) acc[0][c] = _mm512_add_ps(acc[0][c], acc[1][c]);
+    _mm512_storeu_ps(o + 16 * c, acc[0][c]);
+  }
 }
 
 // s[0 .. 16) = the dot products of q (nv vectors) with 16 rows of k (row stride hdp): 16 lane-wise
