@@ -443,9 +443,12 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
       }
     }
     // P·V in sub-blocks of kSub keys: their V rows (all kv heads, in address order) are
-    // converted into vb, then each (token, head) row accumulates the sub-block in registers, in
-    // the same key order as before: one load and one store of o per kSub keys. (Per key, each
-    // update waited on the previous one's store of o: ~1/6 of the decode attention's time.)
+    // converted into vb (the row loop is written out like the K loops above: one shared
+    // prefetch-and-convert helper for the three ran 1.3x slower in one process, both head
+    // layouts; cause not found), then each (token, head) row
+    // accumulates the sub-block in registers, in the same key order as before: one load and one
+    // store of o per kSub keys. (Per key, each update waited on the previous one's store of o: ~1/6
+    // of the decode attention's time.)
     for (int js0 = 0; js0 < nb_all; js0 += kSub) {
       const int jn = std::min(kSub, nb_all - js0);
       for (int j = 0; j < jn; ++j) {
