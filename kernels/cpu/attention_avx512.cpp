@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/exp_avx512.hpp"
@@ -217,63 +218,17 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
 
 namespace {
 
-// o[0 .. 16 * CN) += sum over n keys of p[j] * v[j * vstride + ...], o held in registers. Up to
-// CN = 4 (hd <= 64) the even and odd keys go to two sets of accumulators, added at the end: one
-// set's CN chains waited on the FMA latency (4 cycles a key), the two fill both FMA pipes.
-template <int CN>
-inline void pv_rows(const float* p, int n, const float* v, int64_t vstride, float* o) {
-  constexpr int S = CN <= 4 ? 2 : 1;  // accumulator sets
-  __m512 acc[S][CN];
-#pragma GCC unroll 8
-  for (int c = 0; c < CN; ++c) {
-    acc[0][c] = _mm512_loadu_ps(o + 16 * c);
-    if constexpr (S == 2) acc[1][c] = _mm512_setzero_ps();
-  }
-  int j = 0;
-  for (; j + S <= n; j += S) {
-#pragma GCC unroll 2
-    for (int u = 0; u < S; ++u) {
-      const __m512 pj = _mm512_set1_ps(p[j + u]);
-      const float* vj = v + (j + u) * vstride;
-#pragma GCC unroll 8
-      for (int c = 0; c < CN; ++c)
-        acc[u][c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[u][c]);
-    }
-  }
-  for (; j < n; ++j) {
-    const __m512 pj = _mm512_set1_ps(p[j]);
-    const float* vj = v + j * vstride;
-#pragma GCC unroll 8
-    for (int c = 0; c < CN; ++c)
-      acc[0][c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[0][c]);
-  }
-#pragma GCC unroll 8
-  for (int c = 0; c < CN; ++c) {
-    if constexpr (S == 2) acc[0][c] = _mm512_add_ps(acc[0][c], acc[1][c]);
-    _mm512_storeu_ps(o + 16 * c, acc[0][c]);
-  }
-}
-
-// s[0 .. 16) = the dot products of q (nv vectors) with 16 rows of k (row stride hdp): 16 lane-wise
-// accumulators, then one transposing reduction tree (45 shuffles and adds for 16 keys, where one
-// horizontal reduction per key took ~9 uops).
-inline void scores16(const float* q, const float* k, int nv, int hdp, float* s) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  for (int c = 0; c < nv; ++c) {
-    const __m512 qc = _mm512_loadu_ps(q + 16 * c);
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j)
-      acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k + j * hdp + 16 * c), acc[j]);
-  }
-  // Level 1: pairs of keys; within each 128-bit lane [a0+a2, b0+b2, a1+a3, b1+b3].
+// The 16 lane-wise sums of acc[0 .. 16) in one vector, lane j = sum of acc[j]'s lanes: a
+// transposing reduction tree (45 shuffles and adds, where one horizontal reduction per vector took
+// ~9 uops).
+inline __m512 reduce16(const __m512* acc) {
+  // Level 1: pairs; within each 128-bit lane [a0+a2, b0+b2, a1+a3, b1+b3].
   __m512 b[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i)
     b[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]),
                          _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
-  // Level 2: four keys per 128-bit lane, one partial sum each.
+  // Level 2: four sums per 128-bit lane, one partial sum each.
   __m512 c4[4];
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i)
@@ -284,207 +239,414 @@ inline void scores16(const float* q, const float* k, int nv, int hdp, float* s) 
                                   _mm512_shuffle_f32x4(c4[0], c4[1], 0xEE));
   const __m512 d1 = _mm512_add_ps(_mm512_shuffle_f32x4(c4[2], c4[3], 0x44),
                                   _mm512_shuffle_f32x4(c4[2], c4[3], 0xEE));
-  _mm512_storeu_ps(
-      s, _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
 }
 
-using PvRowsFn = void (*)(const float*, int, const float*, int64_t, float*);
-constexpr PvRowsFn kPvRows[8] = {pv_rows<1>, pv_rows<2>, pv_rows<3>, pv_rows<4>,
-                                 pv_rows<5>, pv_rows<6>, pv_rows<7>, pv_rows<8>};
+// s[0 .. 16) = the dot products of q (nv vectors) with 16 rows of k (row stride hdp).
+inline void scores16(const float* q, const float* k, int nv, int hdp, float* s) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int c = 0; c < nv; ++c) {
+    const __m512 qc = _mm512_loadu_ps(q + 16 * c);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k + j * hdp + 16 * c), acc[j]);
+  }
+  _mm512_storeu_ps(s, reduce16(acc));
+}
 
-}  // namespace
+// Two query heads of one group against the same 8 keys: s0[0 .. 8) for q0, s1[0 .. 8) for q1.
+// Each loaded key vector feeds two multiply-adds (scores16 loads one per multiply-add).
+inline void scores_2x8(const float* q0, const float* q1, const float* k, int nv, int hdp, float* s0,
+                       float* s1) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int c = 0; c < nv; ++c) {
+    const __m512 a = _mm512_loadu_ps(q0 + 16 * c), b = _mm512_loadu_ps(q1 + 16 * c);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512 kj = _mm512_loadu_ps(k + j * hdp + 16 * c);
+      acc[j] = _mm512_fmadd_ps(a, kj, acc[j]);
+      acc[8 + j] = _mm512_fmadd_ps(b, kj, acc[8 + j]);
+    }
+  }
+  const __m512 r = reduce16(acc);
+  _mm256_storeu_ps(s0, _mm512_castps512_ps256(r));
+  _mm256_storeu_ps(s1, _mm512_extractf32x8_ps(r, 1));
+}
 
-// Decode (few query tokens): keys [k0, k1) of sequence s (k0 a multiple of 64) for every token and
-// every head, walking the cache key-major so each key's whole K row and V row (all kv heads,
-// contiguous) stream from DRAM in address order, with an online-softmax step per 64-key block
-// (the prefill tile's arithmetic differs in order: the two agree to rounding, as the tests check).
-// Writes the un-normalised partial state of every (token, head) row to part: o[hdp], then max,
-// then sum, stride attn_part_stride(hd).
-void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part) {
-  constexpr int B = 64, kAhead = 6;  // keys per softmax step; prefetch distance in rows
-  const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
-  const int nv = (hd + 15) / 16, hdp = 16 * nv;
-  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd, nt = a.n_tok(s), ps = attn_part_stride(hd);
-  // Keys per P·V sub-block: up to 16, as many as keep their converted V rows within 16 KB of L1
-  // (16 at tinyllama's 4 x 64, 1 at llama-2-7b's 32 x 128: from L2 they ran 30% slower).
-  const int kSub =
-      int(std::clamp<int64_t>((int64_t(16) << 10) / (int64_t(a.n_kv_heads) * hdp * 4), 1, 16));
-  const float scale = 1.0f / std::sqrt(float(hd));
-  const __m512 vscale = _mm512_set1_ps(scale);
-  thread_local AlignedFloats qf, sc, kb, vb;
-  qf.reserve(size_t(nt * nh * hdp));
-  sc.reserve(size_t(nt * nh * B));
-  kb.reserve(size_t(16 * a.n_kv_heads * hdp));
-  vb.reserve(size_t(kSub * a.n_kv_heads * hdp));
-  // Raw pointers: thread_local objects are not re-read (TLS address, buffer) in the loops.
-  float* const qfp = qf.p;
-  float* const scp = sc.p;
-  float* const kbp = kb.p;
-  float* const vbp = vb.p;
-  for (int64_t t = 0; t < nt; ++t)
+// GQA P·V: HB query heads of one group (o rows ostride apart, p rows pstride apart) over n keys,
+// CB vectors of each head's output held in registers; each key's CB value vectors are loaded
+// once for all HB heads (one head at a time loaded them once per head).
+template <int HB, int CB>
+inline void pv_tile(const float* p, int64_t pstride, int n, const float* v, int64_t vstride,
+                    float* o, int64_t ostride) {
+  __m512 acc[HB][CB];
+#pragma GCC unroll 8
+  for (int h = 0; h < HB; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_loadu_ps(o + h * ostride + 16 * c);
+  for (int j = 0; j < n; ++j) {
+    __m512 vj[CB];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) vj[c] = _mm512_loadu_ps(v + j * vstride + 16 * c);
+#pragma GCC unroll 8
+    for (int h = 0; h < HB; ++h) {
+      const __m512 ph = _mm512_set1_ps(p[h * pstride + j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_fmadd_ps(ph, vj[c], acc[h][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int h = 0; h < HB; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) _mm512_storeu_ps(o + h * ostride + 16 * c, acc[h][c]);
+}
+
+// pv_tile for hb (1, 2, 4 or 8) heads and cb (1, 2, 4 or 8) vectors, hb * cb <= 16.
+inline void pv_tile_any(int hb, int cb, const float* p, int64_t pstride, int n, const float* v,
+                        int64_t vstride, float* o, int64_t ostride) {
+  switch (hb * 16 + cb) {
+    case 8 * 16 + 2:
+      return pv_tile<8, 2>(p, pstride, n, v, vstride, o, ostride);
+    case 8 * 16 + 1:
+      return pv_tile<8, 1>(p, pstride, n, v, vstride, o, ostride);
+    case 4 * 16 + 4:
+      return pv_tile<4, 4>(p, pstride, n, v, vstride, o, ostride);
+    case 4 * 16 + 2:
+      return pv_tile<4, 2>(p, pstride, n, v, vstride, o, ostride);
+    case 4 * 16 + 1:
+      return pv_tile<4, 1>(p, pstride, n, v, vstride, o, ostride);
+    case 2 * 16 + 8:
+      return pv_tile<2, 8>(p, pstride, n, v, vstride, o, ostride);
+    case 2 * 16 + 4:
+      return pv_tile<2, 4>(p, pstride, n, v, vstride, o, ostride);
+    case 2 * 16 + 2:
+      return pv_tile<2, 2>(p, pstride, n, v, vstride, o, ostride);
+    case 2 * 16 + 1:
+      return pv_tile<2, 1>(p, pstride, n, v, vstride, o, ostride);
+    case 1 * 16 + 8:
+      return pv_tile<1, 8>(p, pstride, n, v, vstride, o, ostride);
+    case 1 * 16 + 4:
+      return pv_tile<1, 4>(p, pstride, n, v, vstride, o, ostride);
+    case 1 * 16 + 2:
+      return pv_tile<1, 2>(p, pstride, n, v, vstride, o, ostride);
+    default:
+      return pv_tile<1, 1>(p, pstride, n, v, vstride, o, ostride);
+  }
+}
+
+// MHA (one query head per kv head): 16 scores of one head against 16 key rows read straight from
+// the fp16 cache (row j at base + ro[j]) and converted in registers: no fp32 copy is stored and
+// reloaded (at 7B's heads those copies' stores and the per-key horizontal reductions made the
+// path compute-bound even with the cache in L3). `last` masks the head's last vector (hd % 16).
+inline void scores16_f16(const float* q, const uint16_t* base, const int64_t* ro, int nv,
+                         __mmask16 last, float* s) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  int c = 0;
+  for (; c + 1 < nv; ++c) {
+    const __m512 qc = _mm512_loadu_ps(q + 16 * c);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      acc[j] = _mm512_fmadd_ps(qc,
+                               _mm512_cvtph_ps(_mm256_loadu_si256(
+                                   reinterpret_cast<const __m256i*>(base + ro[j] + 16 * c))),
+                               acc[j]);
+  }
+  const __m512 qc = _mm512_loadu_ps(q + 16 * c);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    acc[j] = _mm512_fmadd_ps(
+        qc, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(last, base + ro[j] + 16 * c)), acc[j]);
+  _mm512_storeu_ps(s, reduce16(acc));
+}
+
+// MHA P·V: o[0 .. 16 * CN) += sum over n keys of p[j] * v_j, v_j read from the fp16 cache at
+// base + ro[j] and converted in registers; o stays in registers over the n keys. `last` masks
+// vector CN - 1 (the head's last, when hd % 16 != 0; all ones otherwise).
+template <int CN>
+inline void pv_f16(const float* p, int n, const uint16_t* base, const int64_t* ro, __mmask16 last,
+                   float* o) {
+  __m512 acc[CN];
+#pragma GCC unroll 8
+  for (int c = 0; c < CN; ++c) acc[c] = _mm512_loadu_ps(o + 16 * c);
+  for (int j = 0; j < n; ++j) {
+    const __m512 pj = _mm512_set1_ps(p[j]);
+    const uint16_t* v = base + ro[j];
+#pragma GCC unroll 8
+    for (int c = 0; c < CN; ++c) {
+      const __m256i h = c + 1 < CN
+                            ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 16 * c))
+                            : _mm256_maskz_loadu_epi16(last, v + 16 * c);
+      acc[c] = _mm512_fmadd_ps(pj, _mm512_cvtph_ps(h), acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < CN; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
+}
+
+using PvF16Fn = void (*)(const float*, int, const uint16_t*, const int64_t*, __mmask16, float*);
+constexpr PvF16Fn kPvF16[8] = {pv_f16<1>, pv_f16<2>, pv_f16<3>, pv_f16<4>,
+                               pv_f16<5>, pv_f16<6>, pv_f16<7>, pv_f16<8>};
+
+constexpr int kDecBlock = 64;  // keys per online-softmax step of the decode paths
+
+// Scaled queries (qf, rows padded to hdp) and the zeroed partial state of every (token, head) row
+// of sequence s.
+void chunk_init(const AttnArgs& a, int64_t s, float* qf, float* part) {
+  const int hd = a.hd, nh = a.n_heads, nv = (hd + 15) / 16, hdp = 16 * nv;
+  const int64_t ps = attn_part_stride(hd);
+  const __m512 vscale = _mm512_set1_ps(1.0f / std::sqrt(float(hd)));
+  for (int64_t t = 0; t < a.n_tok(s); ++t)
     for (int h = 0; h < nh; ++h) {
       const float* q = a.q + ((a.tok0(s) + t) * nh + h) * hd;
       float* o = part + (t * nh + h) * ps;
       for (int c = 0; c < nv; ++c) {
         _mm512_storeu_ps(
-            qfp + ((t * nh + h) * hdp + 16 * c),
+            qf + ((t * nh + h) * hdp + 16 * c),
             _mm512_mul_ps(_mm512_maskz_loadu_ps(head_mask(c, nv, hd), q + 16 * c), vscale));
         _mm512_storeu_ps(o + 16 * c, _mm512_setzero_ps());
       }
       o[hdp] = -std::numeric_limits<float>::infinity();
       o[hdp + 1] = 0;
     }
+}
+
+// ro[0 .. n) = cache row offsets (elements) of keys j0 .. j0 + n of sequence s, walking its block
+// table once (a.row() divides by the block size per key).
+void fill_row_offsets(const AttnArgs& a, int64_t s, int64_t j0, int n, int64_t* ro) {
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  const int64_t kv_dim = int64_t(a.n_kv_heads) * a.hd;
+  int64_t pg = j0 / a.block_size, off = j0 % a.block_size;
+  for (int j = 0; j < n; ++j) {
+    ro[j] = (int64_t(table[pg]) * a.block_size + off) * kv_dim;
+    if (++off == a.block_size) off = 0, ++pg;
+  }
+}
+
+// Online-softmax step of the block of keys [j0, j0 + nb_all) for every (token, head) row: scores
+// (sc, row stride kDecBlock) become probabilities under the new running maximum; the row's sum
+// and accumulated output are rescaled.
+void softmax_block(const AttnArgs& a, int64_t s, int64_t j0, int nb_all, float* sc, float* part) {
+  const int nh = a.n_heads, hdp = 16 * ((a.hd + 15) / 16), nv = hdp / 16;
+  const int64_t ps = attn_part_stride(a.hd);
+  for (int64_t t = 0; t < a.n_tok(s); ++t) {
+    const int nb = int(std::min<int64_t>(nb_all, a.pos(s, t) + 1 - j0));
+    const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos(s, t)) - j0));
+    if (nb <= js) continue;  // no key of this block is visible to token t
+    for (int h = 0; h < nh; ++h) {
+      float* sh = sc + ((t * nh + h) * kDecBlock);
+      float* o = part + (t * nh + h) * ps;
+      __m512 vbm = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int j = js; j < nb; j += 16) {
+        const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
+        vbm = _mm512_mask_max_ps(vbm, mk, vbm, _mm512_maskz_loadu_ps(mk, sh + j));
+      }
+      const float block_max = _mm512_reduce_max_ps(vbm);
+      const float new_max = std::max(o[hdp], block_max);
+      const float corr = std::exp(o[hdp] - new_max);
+      o[hdp] = new_max;
+      const __m512 vmax = _mm512_set1_ps(new_max);
+      __m512 psum = _mm512_setzero_ps();
+      for (int j = js; j < nb; j += 16) {
+        const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
+        const __m512 p = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sh + j), vmax));
+        _mm512_mask_storeu_ps(sh + j, mk, p);
+        psum = _mm512_mask_add_ps(psum, mk, psum, p);
+      }
+      o[hdp + 1] = o[hdp + 1] * corr + _mm512_reduce_add_ps(psum);
+      const __m512 vcorr = _mm512_set1_ps(corr);
+      for (int c = 0; c < nv; ++c)
+        _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vcorr));
+    }
+  }
+}
+
+// Keys of the 16-key sub-block [j0 + jb, j0 + jb + jn) visible to token t: [lo, hi), relative to
+// j0 (empty when lo >= hi).
+inline std::pair<int64_t, int64_t> visible(const AttnArgs& a, int64_t s, int64_t t, int64_t j0,
+                                           int jb, int jn) {
+  return {std::max<int64_t>(jb, attn_first_key(a, a.pos(s, t)) - j0),
+          std::min<int64_t>(jb + jn, a.pos(s, t) + 1 - j0)};
+}
+
+// Decode without GQA (llama-2-7b's 32 x 128): 16-key sub-blocks, each walked head by head (16
+// rows side by side), K and V converted in registers (scores16_f16, pv_f16): no fp32 copy is
+// stored and reloaded. With the cache in L3 this runs 2.3-2.5x faster than the key-major walk
+// through fp32 copies it replaced; from DRAM both are at ~65-70% of a plain read (memory and
+// arithmetic overlap only in part; software prefetch of the next sub-block into L2, in address
+// order, and sub-blocks of 4 or 8 rows measured no better or slower: reports/cpu-kernels.md).
+void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, float* sc,
+               float* part) {
+  constexpr int B = kDecBlock;
+  const int hd = a.hd, nh = a.n_heads, nv = (hd + 15) / 16, hdp = 16 * nv;
+  const int64_t nt = a.n_tok(s), ps = attn_part_stride(hd);
+  const __mmask16 last = head_mask(nv - 1, nv, hd);
+  int64_t ro[B];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
-    if (group == 1) {
-      // Scores without GQA (one query head per kv head, as llama-2-7b): key-major, one pass
-      // over the block's K rows, each converted once and used by its one head; one horizontal
-      // reduction per (key, head). (The 16-key form below, whose per-kv-head buffer is then 256
-      // KB at 7B's 32 x 128, ran 1.4x slower here.)
-      for (int j = 0; j < nb_all; ++j) {
-        const uint16_t* krow = a.k_cache + a.row(s, j0 + j) * kv_dim;
-        // Software prefetch of the row kAhead keys on (through the block table): keeps DRAM
-        // busy while this row computes.
-        const uint16_t* kahead =
-            j + kAhead < nb_all ? a.k_cache + a.row(s, j0 + j + kAhead) * kv_dim : nullptr;
-        for (int h = 0; h < a.n_kv_heads; ++h) {
-          const uint16_t* src = krow + int64_t(h) * hd;
-          if (kahead)
-            for (int l = 0; l < hd; l += 32)
-              _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(h) * hd + l),
-                           _MM_HINT_T0);
-          cvt_head(src, kbp, nv, hd);
-          for (int64_t t = 0; t < nt; ++t) {
-            // causal (and windowed): not visible to token t
-            if (j0 + j > a.pos(s, t) || j0 + j < attn_first_key(a, a.pos(s, t))) continue;
-            const float* qh = qfp + ((t * nh + h) * hdp);
-            __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-            int c = 0;
-            for (; c + 2 <= nv; c += 2) {
-              acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kbp + (16 * c)),
-                                     acc0);
-              acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c + 16),
-                                     _mm512_loadu_ps(kbp + (16 * c + 16)), acc1);
-            }
-            if (c < nv)
-              acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kbp + (16 * c)),
-                                     acc0);
-            scp[(t * nh + h) * B + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-          }
-        }
-      }
-    } else {
-      // Scores with GQA, 16 keys at a time. The sub-block's K rows are read key-major (whole
-      // rows, in address order, each prefetched kAhead rows ahead) and converted once into kb,
-      // laid out per kv head ([kv head][16 keys][hdp]); then every query head of the group gets
-      // its 16 scores in one vector (scores16: no horizontal reduction per key).
-      for (int jb = 0; jb < nb_all; jb += 16) {
-        const int jn = std::min(16, nb_all - jb);
-        for (int j = 0; j < 16; ++j) {
-          if (j < jn) {
-            const uint16_t* krow = a.k_cache + a.row(s, j0 + jb + j) * kv_dim;
-            const uint16_t* kahead = j0 + jb + j + kAhead < k1
-                                         ? a.k_cache + a.row(s, j0 + jb + j + kAhead) * kv_dim
-                                         : nullptr;
-            for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-              const uint16_t* src = krow + int64_t(kvh) * hd;
-              if (kahead)
-                for (int l = 0; l < hd; l += 32)
-                  _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(kvh) * hd + l),
-                               _MM_HINT_T0);
-              float* dst = kbp + (int64_t(kvh) * 16 + j) * hdp;
-              cvt_head(src, dst, nv, hd);
-            }
-          } else {  // past the last key: finite scores that nobody reads
-            for (int kvh = 0; kvh < a.n_kv_heads; ++kvh)
-              for (int c = 0; c < nv; ++c)
-                _mm512_storeu_ps(kbp + (int64_t(kvh) * 16 + j) * hdp + 16 * c, _mm512_setzero_ps());
-          }
-        }
+    const int nsb = (nb_all + 15) / 16;
+    fill_row_offsets(a, s, j0, nb_all, ro);
+    // Phases 0 .. nsb-1: the scores of each sub-block; then the softmax step; nsb .. 2nsb-1: P·V.
+    for (int phase = 0; phase < 2 * nsb; ++phase) {
+      const int jb = 16 * (phase % nsb), jn = std::min(16, nb_all - jb);
+      // Rows past the last key repeat it: their scores are computed and never read.
+      int64_t r16[16];
+      for (int j = 0; j < 16; ++j) r16[j] = ro[jb + std::min(j, jn - 1)];
+      if (phase == nsb) softmax_block(a, s, j0, nb_all, sc, part);
+      for (int h = 0; h < nh; ++h)
         for (int64_t t = 0; t < nt; ++t) {
-          // no key of the sub-block visible to token t (causal, windowed)
-          const int64_t p = a.pos(s, t);
-          if (j0 + jb > p || j0 + jb + jn - 1 < attn_first_key(a, p)) continue;
-          for (int h = 0; h < nh; ++h)
-            scores16(qfp + (t * nh + h) * hdp, kbp + int64_t(h / group) * 16 * hdp, nv, hdp,
-                     scp + (t * nh + h) * B + jb);
+          const auto [lo, hi] = visible(a, s, t, j0, jb, jn);
+          if (lo >= hi) continue;
+          const int64_t r = t * nh + h;
+          if (phase < nsb) {
+            scores16_f16(qf + r * hdp, a.k_cache + int64_t(h) * hd, r16, nv, last, sc + r * B + jb);
+          } else {
+            for (int c0 = 0; c0 < nv; c0 += 8) {
+              const int cn = std::min(8, nv - c0);
+              kPvF16[cn - 1](sc + r * B + lo, int(hi - lo), a.v_cache + int64_t(h) * hd + 16 * c0,
+                             ro + lo, c0 + cn == nv ? last : __mmask16(0xffff),
+                             part + r * ps + 16 * c0);
+            }
+          }
+        }
+    }
+  }
+}
+
+// Decode with GQA (tinyllama's 32 query heads on 4 kv heads): key-major over whole cache rows
+// (all kv heads, contiguous), each sub-block of K and V converted once into fp32 (kb, vb) and
+// used by every query head of its group: scores two heads at a time (scores_2x8), P·V in tiles of
+// up to 8 heads (pv_tile).
+void chunk_gqa(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
+               float* part) {
+  constexpr int B = kDecBlock, kAhead = 6;  // prefetch distance in rows
+  const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
+  const int nv = (hd + 15) / 16, hdp = 16 * nv;
+  const int64_t nt = a.n_tok(s), ps = attn_part_stride(hd);
+  // Keys per P·V sub-block: up to 16, as many as keep their converted V rows within 16 KB of L1.
+  const int kSub =
+      int(std::clamp<int64_t>((int64_t(16) << 10) / (int64_t(a.n_kv_heads) * hdp * 4), 1, 16));
+  thread_local AlignedFloats kb, vb;
+  kb.reserve(size_t(16 * a.n_kv_heads * hdp));
+  vb.reserve(size_t(kSub * a.n_kv_heads * hdp));
+  float* const kbp = kb.p;  // (thread_local objects are not re-read in the loops)
+  float* const vbp = vb.p;
+  const int64_t vstride = int64_t(a.n_kv_heads) * hdp;
+  int64_t roff[B + 16];
+  for (int64_t j0 = k0; j0 < k1; j0 += B) {
+    const int nb_all = int(std::min<int64_t>(B, k1 - j0));
+    fill_row_offsets(a, s, j0, int(std::min<int64_t>(B + kAhead, k1 - j0)), roff);
+    // Scores, 16 keys at a time. The sub-block's K rows are read key-major (whole rows, in
+    // address order, each prefetched kAhead rows ahead) and converted once into kb, laid out per
+    // kv head ([kv head][16 keys][hdp]).
+    for (int jb = 0; jb < nb_all; jb += 16) {
+      const int jn = std::min(16, nb_all - jb);
+      for (int j = 0; j < 16; ++j) {
+        if (j < jn) {
+          const uint16_t* krow = a.k_cache + roff[jb + j];
+          const uint16_t* kahead =
+              j0 + jb + j + kAhead < k1 ? a.k_cache + roff[jb + j + kAhead] : nullptr;
+          for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+            const uint16_t* src = krow + int64_t(kvh) * hd;
+            if (kahead)
+              for (int l = 0; l < hd; l += 32)
+                _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(kvh) * hd + l),
+                             _MM_HINT_T0);
+            cvt_head(src, kbp + (int64_t(kvh) * 16 + j) * hdp, nv, hd);
+          }
+        } else {  // past the last key: finite scores that nobody reads
+          for (int kvh = 0; kvh < a.n_kv_heads; ++kvh)
+            for (int c = 0; c < nv; ++c)
+              _mm512_storeu_ps(kbp + (int64_t(kvh) * 16 + j) * hdp + 16 * c, _mm512_setzero_ps());
+        }
+      }
+      for (int64_t t = 0; t < nt; ++t) {
+        const auto [lo, hi] = visible(a, s, t, j0, jb, jn);
+        if (lo >= hi) continue;
+        // Two heads of a group at a time; an odd group's last head alone.
+        for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+          const float* kk = kbp + int64_t(kvh) * 16 * hdp;
+          int hh = 0;
+          for (; hh + 2 <= group; hh += 2) {
+            const int64_t r = t * nh + int64_t(kvh) * group + hh;
+            const float* q0 = qfp + r * hdp;
+            float* s0 = scp + r * B + jb;
+            scores_2x8(q0, q0 + hdp, kk, nv, hdp, s0, s0 + B);
+            scores_2x8(q0, q0 + hdp, kk + 8 * hdp, nv, hdp, s0 + 8, s0 + B + 8);
+          }
+          if (hh < group) {
+            const int64_t r = t * nh + int64_t(kvh) * group + hh;
+            scores16(qfp + r * hdp, kk, nv, hdp, scp + r * B + jb);
+          }
         }
       }
     }
-    // Online-softmax step per (token, head).
-    for (int64_t t = 0; t < nt; ++t) {
-      const int nb = int(std::min<int64_t>(nb_all, a.pos(s, t) + 1 - j0));
-      const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos(s, t)) - j0));
-      if (nb <= js) continue;  // no key of this block is visible to token t
-      for (int h = 0; h < nh; ++h) {
-        float* sh = scp + ((t * nh + h) * B);
-        float* o = part + (t * nh + h) * ps;
-        __m512 vbm = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-        for (int j = js; j < nb; j += 16) {
-          const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
-          vbm = _mm512_mask_max_ps(vbm, mk, vbm, _mm512_maskz_loadu_ps(mk, sh + j));
-        }
-        const float block_max = _mm512_reduce_max_ps(vbm);
-        const float new_max = std::max(o[hdp], block_max);
-        const float corr = std::exp(o[hdp] - new_max);
-        o[hdp] = new_max;
-        const __m512 vmax = _mm512_set1_ps(new_max);
-        __m512 psum = _mm512_setzero_ps();
-        for (int j = js; j < nb; j += 16) {
-          const __mmask16 mk = nb - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nb - j)) - 1);
-          const __m512 p = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sh + j), vmax));
-          _mm512_mask_storeu_ps(sh + j, mk, p);
-          psum = _mm512_mask_add_ps(psum, mk, psum, p);
-        }
-        o[hdp + 1] = o[hdp + 1] * corr + _mm512_reduce_add_ps(psum);
-        const __m512 vcorr = _mm512_set1_ps(corr);
-        for (int c = 0; c < nv; ++c)
-          _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vcorr));
-      }
-    }
+    softmax_block(a, s, j0, nb_all, scp, part);
     // P·V in sub-blocks of kSub keys: their V rows (all kv heads, in address order) are
-    // converted into vb (the row loop is written out like the K loops above: one shared
-    // prefetch-and-convert helper for the three ran 1.3x slower in one process, both head
-    // layouts; cause not found), then each (token, head) row
-    // accumulates the sub-block in registers, in the same key order as before: one load and one
-    // store of o per kSub keys. (Per key, each update waited on the previous one's store of o: ~1/6
-    // of the decode attention's time.)
+    // converted into vb (the row loop is written out like the K loop above: one shared
+    // prefetch-and-convert helper for the two ran 1.3x slower in one process; cause not found),
+    // then the group's heads accumulate the sub-block in registers.
     for (int js0 = 0; js0 < nb_all; js0 += kSub) {
       const int jn = std::min(kSub, nb_all - js0);
       for (int j = 0; j < jn; ++j) {
         const int jj = js0 + j;
-        const uint16_t* vrow = a.v_cache + a.row(s, j0 + jj) * kv_dim;
-        const uint16_t* vahead =
-            jj + kAhead < nb_all ? a.v_cache + a.row(s, j0 + jj + kAhead) * kv_dim : nullptr;
+        const uint16_t* vrow = a.v_cache + roff[jj];
+        const uint16_t* vahead = jj + kAhead < nb_all ? a.v_cache + roff[jj + kAhead] : nullptr;
         for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
           const uint16_t* src = vrow + int64_t(kvh) * hd;
           if (vahead)
             for (int l = 0; l < hd; l += 32)
               _mm_prefetch(reinterpret_cast<const char*>(vahead + int64_t(kvh) * hd + l),
                            _MM_HINT_T0);
-          float* dst = vbp + (int64_t(j) * a.n_kv_heads + kvh) * hdp;
-          cvt_head(src, dst, nv, hd);
+          cvt_head(src, vbp + (int64_t(j) * a.n_kv_heads + kvh) * hdp, nv, hd);
         }
       }
       for (int64_t t = 0; t < nt; ++t) {
-        // Keys of this sub-block visible to token t: [lo, hi) (block-relative).
-        const int64_t lo = std::max<int64_t>(js0, attn_first_key(a, a.pos(s, t)) - j0);
-        const int64_t hi = std::min<int64_t>(js0 + jn, a.pos(s, t) + 1 - j0);
+        const auto [lo, hi] = visible(a, s, t, j0, js0, jn);
         if (lo >= hi) continue;
-        for (int h = 0; h < nh; ++h) {
-          const int kvh = h / group;
-          const float* ph = scp + (t * nh + h) * B;
-          float* o = part + (t * nh + h) * ps;
+        for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
           const float* v0 = vbp + (int64_t(lo - js0) * a.n_kv_heads + kvh) * hdp;
-          const int64_t vstride = int64_t(a.n_kv_heads) * hdp;
-          for (int c0 = 0; c0 < nv; c0 += 8) {
-            const int n = int(hi - lo);
-            kPvRows[std::min(8, nv - c0) - 1](ph + lo, n, v0 + 16 * c0, vstride, o + 16 * c0);
+          for (int hh = 0; hh < group;) {
+            const int left = group - hh, hb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            const int64_t r = t * nh + int64_t(kvh) * group + hh;
+            for (int c0 = 0; c0 < nv;) {
+              int cb = std::min(8, 16 / hb);
+              while (cb > nv - c0) cb /= 2;
+              pv_tile_any(hb, cb, scp + r * B + lo, B, int(hi - lo), v0 + 16 * c0, vstride,
+                          part + r * ps + 16 * c0, ps);
+              c0 += cb;
+            }
+            hh += hb;
           }
         }
       }
     }
   }
+}
+
+}  // namespace
+
+// Decode (few query tokens): keys [k0, k1) of sequence s (k0 a multiple of 64) for every token and
+// every head, with an online-softmax step per 64-key block (the prefill tile's arithmetic differs
+// in order: the two agree to rounding, as the tests check). Writes the un-normalised partial
+// state of every (token, head) row to part: o[hdp], then max, then sum, stride
+// attn_part_stride(hd).
+void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part) {
+  const int hdp = 16 * ((a.hd + 15) / 16);
+  const int64_t rows = a.n_tok(s) * a.n_heads;
+  thread_local AlignedFloats qf, sc;
+  qf.reserve(size_t(rows * hdp));
+  sc.reserve(size_t(rows * kDecBlock));
+  chunk_init(a, s, qf.p, part);
+  if (a.n_heads == a.n_kv_heads)
+    chunk_mha(a, s, k0, k1, qf.p, sc.p, part);
+  else
+    chunk_gqa(a, s, k0, k1, qf.p, sc.p, part);
 }
 
 }  // namespace latprof::cpu::detail
