@@ -5,10 +5,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -457,6 +459,14 @@ TEST_P(Kernels, AttentionGqaCausal) {
   check_attention({2, 3, 1, 8, 2, 1, 8}, 15);        // MQA, tiny head
   check_attention({1, 4, 300, 310, 8, 2, 64}, 16);   // small n_new, GQA, many key chunks
   check_attention({2, 2, 70, 80, 4, 1, 40}, 17);     // chunk merge, MQA, hd % 16 != 0
+  // The decode paths' head tiles: without GQA, hd % 16 != 0 (masked last vector) over 3 tokens,
+  // hd 256 (two 8-vector passes) and hd 8; groups of 3 (a pair and a lone head) and 16 (two
+  // 8-head P·V tiles).
+  check_attention({2, 3, 100, 120, 4, 4, 40}, 18);
+  check_attention({1, 1, 70, 80, 2, 2, 256}, 19);
+  check_attention({2, 1, 30, 40, 2, 2, 8}, 20);
+  check_attention({1, 2, 200, 210, 6, 2, 64}, 21);
+  check_attention({1, 1, 100, 110, 16, 1, 64}, 22);
 }
 
 TEST_P(Kernels, AttentionSlidingWindow) {
@@ -468,6 +478,60 @@ TEST_P(Kernels, AttentionSlidingWindow) {
   check_attention({1, 4, 300, 310, 8, 2, 64, 1}, 56);    // each token sees only itself
   check_attention({2, 3, 200, 210, 6, 3, 40, 130}, 57);  // chunk merge under a window
   check_attention({2, 5, 7, 20, 8, 2, 64, 100}, 58);     // window larger than the context
+}
+
+// The same cache paged in blocks of bs positions, the physical blocks in a shuffled order: every
+// path reads the same keys in the same order through the block table, so the outputs are
+// bit-identical to the contiguous cache's (one block of ctx_cap positions per sequence).
+void check_paged_matches_contiguous(const AttnCase& c, int64_t bs, uint32_t seed) {
+  SCOPED_TRACE("block size " + std::to_string(bs) + ", heads " + std::to_string(c.n_heads) + "/" +
+               std::to_string(c.n_kv_heads) + ", hd " + std::to_string(c.hd));
+  const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd, qd = int64_t(c.n_heads) * c.hd;
+  const int64_t nb = (c.ctx_cap + bs - 1) / bs;
+  // Positions past the last query token hold NaN: a key read past the causal end shows.
+  std::vector<uint16_t> kc = random_f16(size_t(c.n_seq * c.ctx_cap * kv_dim), seed),
+                        vc = random_f16(kc.size(), seed + 1);
+  for (int64_t s = 0; s < c.n_seq; ++s)
+    for (int64_t p = c.pos0 + c.n_new; p < c.ctx_cap; ++p)
+      for (int64_t i = 0; i < kv_dim; ++i)
+        kc[size_t((s * c.ctx_cap + p) * kv_dim + i)] =
+            vc[size_t((s * c.ctx_cap + p) * kv_dim + i)] = kHalfNaN;
+  const std::vector<float> q = random_f32(size_t(c.n_seq * c.n_new * qd), seed + 2, -3, 3);
+  std::vector<float> want(q.size(), kNaN), got(q.size(), kNaN);
+  attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.n_heads,
+            c.n_kv_heads, c.hd, want.data(), c.window);
+
+  std::vector<int32_t> table(size_t(c.n_seq * nb));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(seed + 3));
+  std::vector<uint16_t> kp(size_t(c.n_seq * nb * bs * kv_dim), kHalfNaN), vp = kp;
+  for (int64_t s = 0; s < c.n_seq; ++s)
+    for (int64_t p = 0; p < c.ctx_cap; ++p) {
+      const int64_t dst = (int64_t(table[size_t(s * nb + p / bs)]) * bs + p % bs) * kv_dim;
+      const int64_t src = (s * c.ctx_cap + p) * kv_dim;
+      std::copy_n(&kc[size_t(src)], kv_dim, &kp[size_t(dst)]);
+      std::copy_n(&vc[size_t(src)], kv_dim, &vp[size_t(dst)]);
+    }
+  std::vector<int32_t> query_start, positions;
+  for (int64_t s = 0; s <= c.n_seq; ++s) query_start.push_back(int32_t(s * c.n_new));
+  for (int64_t s = 0; s < c.n_seq; ++s)
+    for (int64_t t = 0; t < c.n_new; ++t) positions.push_back(int32_t(c.pos0 + t));
+  const RaggedBatch batch{c.n_seq, query_start.data(), positions.data(), table.data(), nb, bs};
+  attention_paged(q.data(), kp.data(), vp.data(), batch, c.n_heads, c.n_kv_heads, c.hd, c.window,
+                  got.data());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << "element " << i << ": " << got[i] << " vs " << want[i];
+}
+
+TEST_P(Kernels, AttentionPagedMatchesContiguous) {
+  for (int64_t bs : {1, 5, 16}) {
+    check_paged_matches_contiguous({2, 1, 300, 310, 8, 2, 64}, bs, 61);       // decode, GQA
+    check_paged_matches_contiguous({2, 3, 150, 160, 4, 4, 40}, bs, 62);       // decode, MHA
+    check_paged_matches_contiguous({1, 2, 200, 210, 6, 2, 64}, bs, 63);       // decode, group 3
+    check_paged_matches_contiguous({1, 2, 300, 310, 8, 2, 64, 100}, bs, 64);  // decode, window
+    check_paged_matches_contiguous({1, 20, 90, 120, 6, 3, 40}, bs, 65);       // prefill tile
+  }
 }
 
 // A prompt processed in one prefill call and the same prompt fed one token at a time must give
