@@ -89,6 +89,61 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
       y[j * ldy + r + i] = _mm512_reduce_add_ps(accf[i][j]) * ws[r + i] * xs[j];
 }
 
+// Three or more activation rows: the R weight vectors of a step stay in registers and each
+// activation vector is loaded once for all R rows (R * M int32 accumulators + R weights + one
+// activation); the fp32 sums live in memory, touched only at the flushes. (The
+// form above holds 2 * R * M accumulators and all M activations, which left R = 1 at M >= 5:
+// 8 activation loads per 8 vpdpwssd, and the 8-row GEMV at ~20% of the read bandwidth.)
+template <int M, int R>
+void block_many(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const float* xs,
+                const float* ws, float* y, int64_t ldy, int64_t r) {
+  alignas(64) float accf[R][M][16] = {};
+  __m512i acci[R][M];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j) acci[i][j] = _mm512_setzero_si512();
+  const int8_t* wr = w + r * n;
+  const int64_t full = n / 32;
+  auto flush = [&] {
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < M; ++j) {
+        _mm512_store_ps(accf[i][j],
+                        _mm512_add_ps(_mm512_load_ps(accf[i][j]), _mm512_cvtepi32_ps(acci[i][j])));
+        acci[i][j] = _mm512_setzero_si512();
+      }
+  };
+  int64_t step = 0;
+  while (step < full) {
+    const int64_t end = std::min(full, step + kFlushSteps);
+    for (; step < end; ++step) {
+      const int64_t k = step * 32;
+      if ((step & 1) == 0)
+        for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, 1024);
+      __m512i wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = load_w16(wr + i * n + k);
+      for (int j = 0; j < M; ++j) {
+        __m512i xv = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
+        asm("" : "+v"(xv));  // one load for the R products, not one folded into each
+        for (int i = 0; i < R; ++i) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv[i], xv);
+      }
+    }
+    flush();
+  }
+  if (const int64_t k = full * 32; k < n) {  // the last, partial step: masked weights
+    const __mmask32 mask = __mmask32((uint64_t(1) << (n - k)) - 1);
+    __m512i wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load_w16(wr + i * n + k, mask);
+    for (int j = 0; j < M; ++j) {
+      const __m512i xv =
+          _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + j * ldx + k));
+      for (int i = 0; i < R; ++i) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv[i], xv);
+    }
+    flush();
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j)
+      y[j * ldy + r + i] = _mm512_reduce_add_ps(_mm512_load_ps(accf[i][j])) * ws[r + i] * xs[j];
+}
+
 // One activation row: one weight row at a time, so a thread's rows [r0, r1) are one linear stream
 // (rows are contiguous), prefetched kLinearPrefetchBytes ahead; two vpdpwssd chains (64 weights,
 // one line, per step) hide its latency.
@@ -130,11 +185,19 @@ void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, floa
           int64_t r1) {
   if constexpr (M == 1)
     return row_stream(static_cast<const int8_t*>(w.data), w.n_in, xq, xs, w.scales, y, r0, r1);
-  // Accumulators: 2 * R * M zmm; R rows share each activation load.
-  constexpr int R = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   const int8_t* wd = static_cast<const int8_t*>(w.data);
   int64_t r = r0;
-  for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
+  if constexpr (M >= 3) {
+    // R * M int32 accumulators: <= 20 (18 at M = 6, 16 at M = 8). At M = 8, R = 3 (24) made
+    // GCC keep them on the stack and ran 1.7x slower than R = 2; R = 3 at M = 7 (21) was no
+    // faster than R = 2, at M = 6 (18) 1.2x faster.
+    constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
+    for (; r + R <= r1; r += R) block_many<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
+  } else {
+    // Accumulators: 2 * R * M zmm; R rows share each activation load.
+    constexpr int R = 4;
+    for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
+  }
   for (; r < r1; ++r) block<M, 1>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
 }
 

@@ -206,6 +206,10 @@ TEST_P(Kernels, LinearOddShapes) {
     // past the 64-weight steps, and rows shorter than one step.
     check_linear({t, 9, 8192 + 64 + 31}, 1, seed++);
     check_linear({t, 3, 31}, 1, seed++);
+    // Several activation rows over rows that long: the blocked kernels' flushes (VNNI: every
+    // 4,096 weights, fp32 sums in memory) and a partial last step, for 6 and 8 rows at once.
+    check_linear({t, 11, 8192 + 64 + 31}, 6, seed++);
+    check_linear({t, 11, 8192 + 64 + 31}, 8, seed++);
   }
 }
 
