@@ -34,69 +34,15 @@ inline __m512i load_w16(const int8_t* p, __mmask32 k) {
   return _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(k, p));
 }
 
-// Rows [r, r + R) of W, M activation rows of xq (int16, row stride ldx, zero beyond n).
+// Rows [r, r + R) of W, M >= 2 activation rows of xq (int16, row stride ldx, zero beyond n): the
+// R weight vectors of a step stay in registers and each activation vector is loaded once for all
+// R rows (R * M int32 accumulators + R weights + one activation); the fp32 sums they are flushed
+// into live in memory, touched only at the flushes. (Holding the fp32 sums and all M activations
+// in registers too left R = 1 at M >= 5: 8 activation loads per 8 vpdpwssd, and the 8-row GEMV
+// at ~20% of the read bandwidth.)
 template <int M, int R>
 void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const float* xs,
            const float* ws, float* y, int64_t ldy, int64_t r) {
-  __m512 accf[R][M];
-  __m512i acci[R][M];
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < M; ++j) {
-      accf[i][j] = _mm512_setzero_ps();
-      acci[i][j] = _mm512_setzero_si512();
-    }
-  const int8_t* wr = w + r * n;
-  const int64_t full = n / 32;  // whole 32-weight steps
-  int64_t step = 0;
-  auto flush = [&] {
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < M; ++j) {
-        accf[i][j] = _mm512_add_ps(accf[i][j], _mm512_cvtepi32_ps(acci[i][j]));
-        acci[i][j] = _mm512_setzero_si512();
-      }
-  };
-  while (step < full) {
-    const int64_t end = std::min(full, step + kFlushSteps);
-    for (; step < end; ++step) {
-      const int64_t k = step * 32;
-      // Not port-bound any more, so software prefetch pays as it does for fp16: 1 KB ahead in
-      // every row stream, once per 64-byte line (every other 32-weight step).
-      if ((step & 1) == 0)
-        for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, 1024);
-      __m512i xv[M];
-      for (int j = 0; j < M; ++j)
-        xv[j] = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
-      for (int i = 0; i < R; ++i) {
-        const __m512i wv = load_w16(wr + i * n + k);
-        for (int j = 0; j < M; ++j) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv, xv[j]);
-      }
-    }
-    flush();
-  }
-  if (const int64_t k = full * 32; k < n) {  // the last, partial step: masked weights
-    const __mmask32 mask = __mmask32((uint64_t(1) << (n - k)) - 1);
-    __m512i xv[M];
-    for (int j = 0; j < M; ++j)
-      xv[j] = _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + j * ldx + k));
-    for (int i = 0; i < R; ++i) {
-      const __m512i wv = load_w16(wr + i * n + k, mask);
-      for (int j = 0; j < M; ++j) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv, xv[j]);
-    }
-    flush();
-  }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < M; ++j)
-      y[j * ldy + r + i] = _mm512_reduce_add_ps(accf[i][j]) * ws[r + i] * xs[j];
-}
-
-// Three or more activation rows: the R weight vectors of a step stay in registers and each
-// activation vector is loaded once for all R rows (R * M int32 accumulators + R weights + one
-// activation); the fp32 sums live in memory, touched only at the flushes. (The
-// form above holds 2 * R * M accumulators and all M activations, which left R = 1 at M >= 5:
-// 8 activation loads per 8 vpdpwssd, and the 8-row GEMV at ~20% of the read bandwidth.)
-template <int M, int R>
-void block_many(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const float* xs,
-                const float* ws, float* y, int64_t ldy, int64_t r) {
   alignas(64) float accf[R][M][16] = {};
   __m512i acci[R][M];
   for (int i = 0; i < R; ++i)
@@ -187,17 +133,11 @@ void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, floa
     return row_stream(static_cast<const int8_t*>(w.data), w.n_in, xq, xs, w.scales, y, r0, r1);
   const int8_t* wd = static_cast<const int8_t*>(w.data);
   int64_t r = r0;
-  if constexpr (M >= 3) {
-    // R * M int32 accumulators: <= 20 (18 at M = 6, 16 at M = 8). At M = 8, R = 3 (24) made
-    // GCC keep them on the stack and ran 1.7x slower than R = 2; R = 3 at M = 7 (21) was no
-    // faster than R = 2, at M = 6 (18) 1.2x faster.
-    constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
-    for (; r + R <= r1; r += R) block_many<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
-  } else {
-    // Accumulators: 2 * R * M zmm; R rows share each activation load.
-    constexpr int R = 4;
-    for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
-  }
+  // R * M int32 accumulators, <= 20. At M = 8, R = 3 (24) made GCC keep them on the stack and
+  // ran 1.7x slower than R = 2; R = 3 at M = 7 (21) was no faster than R = 2, at M = 6 (18) 1.2x
+  // faster.
+  constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
+  for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
   for (; r < r1; ++r) block<M, 1>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
 }
 
