@@ -7,6 +7,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/vnni_avx512.hpp"
 
 namespace latprof::cpu::detail {
 
@@ -45,7 +46,7 @@ int64_t dpbusd_chains_avx512(int64_t iters) {
   const __m512i b = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-2);
   for (int64_t i = 0; i < iters; ++i) {
 #pragma GCC unroll 24
-    for (int j = 0; j < 24; ++j) a[j] = _mm512_dpbusd_epi32(a[j], b, c);
+    for (int j = 0; j < 24; ++j) a[j] = dpbusd(a[j], b, c);
   }
   for (int j = 1; j < 24; ++j) a[0] = _mm512_add_epi32(a[0], a[j]);
   return _mm512_reduce_add_epi32(a[0]);
