@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/internal.hpp"
 
@@ -34,6 +35,20 @@ void gemm(const Weight& w, const float* x, int64_t m, float* y) {
 
 void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
   if (m <= 0 || n <= 0) return;
+  if (std::any_of(ws, ws + n, [](const Weight& w) { return w.type == WType::i8a8; })) {
+    // W8A8: each weight's activations rounded to int8 (q * s in fp32), then the INT8-weight GEMM
+    // (the rounding depends on x alone, so one rounded copy serves a group of one n_in).
+    if (!detail::same_input(ws, n)) {
+      for (int i = 0; i < n; ++i) gemm_group(ws + i, 1, x, m, ys + i);
+      return;
+    }
+    thread_local std::vector<float> xr;
+    xr.resize(size_t(m * ws[0].n_in));
+    detail::round_activations_i8(x, m, ws[0].n_in, xr.data());
+    std::vector<Weight> w8(ws, ws + n);
+    for (Weight& w : w8) w.type = WType::i8;
+    return gemm_group(w8.data(), n, xr.data(), m, ys);
+  }
   if (active_isa() == Isa::avx512 && detail::same_input(ws, n))
     return detail::gemm_group_avx512(ws, n, x, m, ys);
   for (int i = 0; i < n; ++i) {

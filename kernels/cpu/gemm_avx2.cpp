@@ -140,7 +140,7 @@ void micro_kernel(const float* a, const float* b, int64_t kc, float* c, int64_t 
 template <class T>
 void gemm_t(const Weight& w, const float* x, int64_t m, float* y) {
   const T* wd = static_cast<const T*>(w.data);
-  const float* scales = w.type == WType::i8 ? w.scales : nullptr;
+  const float* scales = int8_storage(w.type) ? w.scales : nullptr;
   const int64_t n_in = w.n_in, n_out = w.n_out;
   const int64_t panels = (m + MR - 1) / MR, mp = panels * MR;
   Aligned ap(size_t(mp * n_in));

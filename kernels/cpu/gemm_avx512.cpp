@@ -184,7 +184,7 @@ void gemm_t(const Weight* ws, int n, const float* x, int64_t m, float* const* ys
       while (job >= first_block[i + 1]) ++i;
       const Weight& w = ws[i];
       const T* wd = static_cast<const T*>(w.data);
-      const float* scales = w.type == WType::i8 ? w.scales : nullptr;
+      const float* scales = int8_storage(w.type) ? w.scales : nullptr;
       const int64_t n_out = w.n_out;
       float* y = ys[i];
       const int64_t n0 = (job - first_block[i]) * NC, nc = std::min(NC, n_out - n0);

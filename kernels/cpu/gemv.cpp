@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/half.hpp"
@@ -25,7 +26,7 @@ void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int6
       const int8_t* src = static_cast<const int8_t*>(w.data) + r * n;
       for (int64_t k = 0; k < n; ++k) row[size_t(k)] = float(src[k]);
     }
-    const float scale = w.type == WType::i8 ? w.scales[r] : 1.0f;
+    const float scale = int8_storage(w.type) ? w.scales[r] : 1.0f;
     for (int64_t i = 0; i < m; ++i) {
       const float* xi = x + i * n;
       float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // 8 partial sums: vectorisable, less rounding
@@ -40,7 +41,23 @@ void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int6
   }
 }
 
+void round_activations_i8(const float* x, int64_t m, int64_t n, float* out) {
+  for (int64_t j = 0; j < m; ++j) {
+    const float* xj = x + j * n;
+    float mx = 0;
+    for (int64_t k = 0; k < n; ++k) mx = std::max(mx, std::fabs(xj[k]));
+    const float s = i8_activation_scale(mx);
+    const float inv = 1.0f / s;
+    for (int64_t k = 0; k < n; ++k) out[j * n + k] = float(round_i8(xj[k], inv)) * s;
+  }
+}
+
 }  // namespace detail
+
+bool gemv_int8_dot() {
+  static const bool vnni512 = __builtin_cpu_supports("avx512vnni");
+  return active_isa() == Isa::avx512 && vnni512;
+}
 
 void gemv(const Weight& w, const float* x, int64_t m, float* y) {
   gemv_group(&w, 1, x, m, &y);
@@ -83,6 +100,22 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       gemv_group(ws + j, std::min(kMatmulGroupMax, n - j), x, m, ys + j);
     return;
   }
+  // INT8 weights on AVX512-VNNI: W8A16 (int16 activations, vpdpwssd: gemv_vnni_avx512.cpp) or
+  // W8A8 (int8 activations, vpdpbusd: gemv_w8a8_avx512.cpp). Elsewhere W8A8 rounds the activations
+  // (q * s in fp32) and runs the INT8-weight path.
+  const bool use_vnni = int8_storage(w0.type) && gemv_int8_dot();
+  const bool w8a8 = w0.type == WType::i8a8;
+  if (w8a8 && !use_vnni) {
+    thread_local std::vector<float> xr;
+    xr.resize(size_t(m * n_in));
+    detail::round_activations_i8(x, m, n_in, xr.data());
+    Weight w8[kMatmulGroupMax];
+    for (int i = 0; i < n; ++i) {
+      w8[i] = ws[i];
+      w8[i].type = WType::i8;
+    }
+    return gemv_group(w8, n, xr.data(), m, ys);
+  }
   int64_t first_chunk[kMatmulGroupMax + 1] = {0};  // chunks of weight i: [first_chunk[i], [i + 1])
   for (int i = 0; i < n; ++i)
     first_chunk[i + 1] = first_chunk[i] + (ws[i].n_out + chunk - 1) / chunk;
@@ -94,12 +127,10 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   // L1/L2, so each weight byte still comes from memory once per call.
   const int64_t band =
       std::max<int64_t>(12, (int64_t(32) << 10) / std::max<int64_t>(row_bytes, 1) / 12 * 12);
-  // INT8 weights on AVX512-VNNI: int16 activations and vpdpwssd (see gemv_vnni_avx512.cpp).
-  static const bool vnni512 = __builtin_cpu_supports("avx512vnni");
-  const bool use_vnni = w0.type == WType::i8 && active_isa() == Isa::avx512 && vnni512;
   thread_local std::vector<int16_t> xq;
+  thread_local detail::AlignedFloats xu;  // W8A8's u8 rows (aligned 64-byte loads), as floats
   float xs[kMaxPass];
-  const int64_t ldx = (n_in + 31) / 32 * 32;
+  const int64_t ldx = w8a8 ? (n_in + 63) / 64 * 64 : (n_in + 31) / 32 * 32;
   for (int64_t i0 = 0; i0 < m; i0 += kMaxPass) {
     const int64_t mm = std::min(kMaxPass, m - i0);
     // Groups of activation rows, balanced (9 rows: 5 + 4, not 8 + 1: a 1-row group spends a
@@ -110,7 +141,12 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
     const int64_t step = n_groups > 1 ? band : chunk;
     const float* xi = x + i0 * n_in;
     const int16_t* q = nullptr;
-    if (use_vnni) {
+    const uint8_t* u = nullptr;
+    if (use_vnni && w8a8) {
+      xu.reserve(size_t(mm * ldx) / 4);
+      u = reinterpret_cast<uint8_t*>(xu.p);
+      detail::quantize_activations_u8(xi, mm, n_in, ldx, reinterpret_cast<uint8_t*>(xu.p), xs);
+    } else if (use_vnni) {
       xq.resize(size_t(mm * ldx));
       detail::quantize_activations_i16(xi, mm, n_in, ldx, xq.data(), xs);
       q = xq.data();
@@ -131,7 +167,9 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
           const int64_t b1 = std::min(c1, b + step);
           for (int64_t g = 0; g < n_groups; ++g) {
             const int64_t j = g0[g], mg = g0[g + 1] - g0[g];
-            if (use_vnni)
+            if (u)
+              detail::gemv_rows_w8a8_vnni(w, u + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
+            else if (q)
               detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
             else
               rows(w, xi + j * n_in, mg, yi + j * w.n_out, b, b1);

@@ -75,7 +75,7 @@ void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
   constexpr int R = M <= 2 ? 4 : 2;
   constexpr int U = M == 1 ? 2 : 1;
   const T* wd = static_cast<const T*>(w.data);
-  const float* sc = w.type == WType::i8 ? w.scales : nullptr;
+  const float* sc = int8_storage(w.type) ? w.scales : nullptr;
   int64_t r = r0;
   if constexpr (M <= 4) {
     for (; r + R <= r1; r += R) block<T, M, R, U>(wd, x, w.n_in, y, w.n_out, r, sc);

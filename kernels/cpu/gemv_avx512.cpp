@@ -163,7 +163,7 @@ void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
   constexpr int R = M <= 4 ? 4 : 2;
   constexpr int U = M <= 2 ? 2 : 1;
   const T* wd = static_cast<const T*>(w.data);
-  const float* sc = w.type == WType::i8 ? w.scales : nullptr;
+  const float* sc = int8_storage(w.type) ? w.scales : nullptr;
   int64_t r = r0;
   if constexpr (M >= 5) {
     constexpr int R3 = 3;

@@ -2,6 +2,7 @@
 // Internal declarations shared by the CPU kernel files (not part of the public API). Functions
 // suffixed _avx512 / _avx2 live in files compiled with those ISA flags and must only be called
 // after the dispatcher has checked the CPU.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -42,6 +43,28 @@ void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx,
                               float* xs);
 void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
                        float* y, int64_t r0, int64_t r1);
+
+// W8A8 (WType::i8a8): each activation row rounded to int8 with one scale, s = max|x| / 127 (1 for
+// an all-zero row), q = round-to-nearest-even(clamp(x / s, -127, 127)) computed as x * (1 / s) in
+// fp32. Every path computes the same q and s, so the AVX512-VNNI GEMV and the fp32 paths (which
+// multiply the weights by q * s) differ only by fp32 rounding.
+inline float i8_activation_scale(float max_abs) {
+  return max_abs > 0 ? max_abs / 127.0f : 1.0f;
+}
+inline int32_t round_i8(float x, float inv) {
+  float v = x * inv;
+  v = v > -127.0f ? v : -127.0f;  // as _mm512_max_ps / _mm512_min_ps (NaN -> -127)
+  v = v < 127.0f ? v : 127.0f;
+  return int32_t(std::nearbyint(v));
+}
+// x[m, n] -> out[m, n] = q * s (portable; the fp32 GEMV and GEMM paths of W8A8).
+void round_activations_i8(const float* x, int64_t m, int64_t n, float* out);
+// AVX512-VNNI W8A8 (gemv_w8a8_avx512.cpp): rows of u = q + 128 (stride ldx, a multiple of 64,
+// padded with 128) and their scales.
+void quantize_activations_u8(const float* x, int64_t m, int64_t n, int64_t ldx, uint8_t* xu,
+                             float* xs);
+void gemv_rows_w8a8_vnni(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs,
+                         int64_t m, float* y, int64_t r0, int64_t r1);
 
 // How far ahead of its loads a GEMV that reads one linear stream per thread prefetches: 4 KB
 // measured best on AMD Zen 5 (2 threads, 40-45 GB/s; 1-2 KB left 5-10% of the bandwidth unused).

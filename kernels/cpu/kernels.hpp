@@ -17,8 +17,13 @@ const char* isa_name(Isa isa);
 bool has_vnni();  // AVX512-VNNI or AVX-VNNI present
 
 // ---- linear weights -----------------------------------------------------------------------------
-enum class WType { f16 = 0, i8 = 1 };
+enum class WType { f16 = 0, i8 = 1, i8a8 = 2 };
 // W: [n_out, n_in] row-major. f16: uint16_t IEEE half. i8: int8_t, value = q * scales[row].
+// i8a8: stored as i8; the product rounds each activation row to int8 first (W8A8: one scale per
+// row, max|x| / 127; see internal.hpp, round_i8), on AVX512-VNNI in int8 x int8 dot products.
+inline bool int8_storage(WType t) {
+  return t != WType::f16;
+}
 struct Weight {
   const void* data = nullptr;
   const float* scales = nullptr;  // [n_out], i8 only
@@ -30,6 +35,12 @@ struct Weight {
 // y[m, n_out] = x[m, n_in] · Wᵀ, fp32 accumulation. Dispatches to gemv() for small m and to
 // gemm() otherwise. y must not alias x.
 void matmul(const Weight& w, const float* x, int64_t m, float* y);
+// Up to how many activation rows matmul() takes the GEMV (decode) path on the active ISA.
+int64_t gemv_max_rows();
+// Whether the GEMV multiplies INT8 weights in integer dot products (active ISA AVX-512 with
+// AVX512-VNNI): i8 as int8 x int16 (vpdpwssd), i8a8 as uint8 x int8 (vpdpbusd). Otherwise, and in
+// the GEMM, in FP32 (i8a8 on the rounded activations).
+bool gemv_int8_dot();
 // Decode path: streams every weight byte exactly once for all m rows (m <= 8 intended).
 void gemv(const Weight& w, const float* x, int64_t m, float* y);
 // Prefill path: blocked, packed GEMM (fp16/int8 panels converted to fp32 once per block).

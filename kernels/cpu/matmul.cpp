@@ -12,12 +12,16 @@ namespace latprof::cpu {
 constexpr int64_t kGemvMaxRowsAvx512 = 32;
 constexpr int64_t kGemvMaxRows = 8;
 
+int64_t gemv_max_rows() {
+  return active_isa() == Isa::avx512 ? kGemvMaxRowsAvx512 : kGemvMaxRows;
+}
+
 void matmul(const Weight& w, const float* x, int64_t m, float* y) {
   matmul_group(&w, 1, x, m, &y);
 }
 
 void matmul_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
-  if (m <= (active_isa() == Isa::avx512 ? kGemvMaxRowsAvx512 : kGemvMaxRows))
+  if (m <= gemv_max_rows())
     gemv_group(ws, n, x, m, ys);
   else
     gemm_group(ws, n, x, m, ys);

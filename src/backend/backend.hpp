@@ -25,11 +25,20 @@
 
 namespace latprof {
 
-enum class WeightType { f16 = 0, i8 = 1 };
+// i8a8: stored as i8 (int8, one fp32 scale per output row); the matmul rounds each activation row
+// to int8 first (W8A8, `--dtype int8-w8a8`). Backend::supports says where it runs.
+enum class WeightType { f16 = 0, i8 = 1, i8a8 = 2 };
+inline bool int8_storage(WeightType t) {
+  return t != WeightType::f16;
+}
+// The CLI's name of a weight type: "fp16", "int8", "int8-w8a8".
+inline const char* dtype_name(WeightType t) {
+  return t == WeightType::f16 ? "fp16" : t == WeightType::i8 ? "int8" : "int8-w8a8";
+}
 
 struct DeviceWeight {
   void* data = nullptr;
-  float* scales = nullptr;  // [n_out] for i8
+  float* scales = nullptr;  // [n_out] for i8 and i8a8
   WeightType type = WeightType::f16;
   int64_t n_out = 0;
   int64_t n_in = 0;
@@ -120,6 +129,18 @@ class Backend {
   virtual DeviceInfo device() const = 0;
   virtual int act_bytes() const = 0;  // bytes per activation element
   virtual int kv_bytes() const = 0;   // bytes per KV-cache element
+  // How this backend computes matmuls of weight type t, a sentence for the report ("": nothing
+  // to say).
+  virtual std::string matmul_note(WeightType t) const {
+    (void)t;
+    return "";
+  }
+  // Whether this backend runs matmuls of weight type t; if not, *why says so in a sentence.
+  virtual bool supports(WeightType t, std::string* why) const {
+    (void)t;
+    (void)why;
+    return true;
+  }
 
   // ---- memory --------------------------------------------------------------------------------
   // Throws UsageError with the bytes needed and available when it cannot allocate.

@@ -37,8 +37,9 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                   "file or a Hugging Face directory")
       ->capture_default_str();
   sub->add_option("--dtype", o->dtype,
-                  "Weight precision: fp16 or int8 (weight-only, W8A16); a list such as "
-                  "fp16,int8 runs each in turn and prints their comparison")
+                  "Weight precision: fp16, int8 (weight-only, W8A16) or int8-w8a8 (activations "
+                  "rounded to int8 too; CPU backend); a list such as fp16,int8 runs each in turn "
+                  "and prints their comparison")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
   auto input_text = std::make_shared<std::string>(std::to_string(o->input));

@@ -54,7 +54,9 @@ CommandFn add_serve_command(CLI::App& app) {
                   "Built-in model name, a model config .json, a GGUF file or a Hugging Face "
                   "directory")
       ->capture_default_str();
-  sub->add_option("--dtype", m.dtype, "Weight precision: fp16 or int8")->capture_default_str();
+  sub->add_option("--dtype", m.dtype,
+                  "Weight precision: fp16, int8 (W8A16) or int8-w8a8 (CPU backend)")
+      ->capture_default_str();
   sub->add_option("--backend", m.backend, "auto, cpu or cuda")->capture_default_str();
   sub->add_option("--threads,-t", m.threads, "CPU threads (0: all cores)")->capture_default_str();
   sub->add_option("--seed", m.seed, "Seed of a built-in model's synthetic weights")

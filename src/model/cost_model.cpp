@@ -46,7 +46,7 @@ Precision precision_for(const std::string& dtype, int act_bytes, int kv_bytes) {
     p.weight_bytes = 1;
     p.scale_bytes = 4;
   } else {
-    usage_error("unknown dtype '" + dtype + "'; use fp16 or int8 (weight-only, W8A16)");
+    usage_error("unknown dtype '" + dtype + "'; use fp16, int8 (weight-only, W8A16) or int8-w8a8");
   }
   return p;
 }

@@ -128,7 +128,7 @@ class FileWeights final : public WeightSource {
                   "; the model needs [" + std::to_string(w.n_out) + ", " + std::to_string(w.n_in) +
                   "]");
     convert(t, w);
-    b.upload_weight(w, host_.data(), w.type == WeightType::i8 ? scales_.data() : nullptr);
+    b.upload_weight(w, host_.data(), int8_storage(w.type) ? scales_.data() : nullptr);
     bytes_ += double(t.nbytes);
   }
 

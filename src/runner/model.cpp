@@ -15,8 +15,7 @@ int64_t step_ints(const EngineShape& e) {
 
 Footprint LoadedModel::footprint(const ModelConfig& c, WeightType wtype, const Backend& b,
                                  const EngineShape& e) {
-  Precision p =
-      precision_for(wtype == WeightType::f16 ? "fp16" : "int8", b.act_bytes(), b.kv_bytes());
+  Precision p = precision_for(dtype_name(wtype), b.act_bytes(), b.kv_bytes());
   Footprint f;
   f.weights = weight_bytes(c, p);
   f.kv_cache = kv_cache_bytes(c, p, 1, e.kv_blocks * e.block_size);
@@ -25,6 +24,23 @@ Footprint LoadedModel::footprint(const ModelConfig& c, WeightType wtype, const B
   f.activations = (rows * per_row + double(e.max_seqs) * (c.dim + c.vocab_size)) * b.act_bytes() +
                   4.0 * double(e.max_seqs + step_ints(e));
   return f;
+}
+
+WeightType weight_type_for(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::f16:
+      return WeightType::f16;
+    case WeightFormat::int8_w8a16:
+      return WeightType::i8;
+    case WeightFormat::int8_w8a8:
+      return WeightType::i8a8;
+  }
+  return WeightType::f16;
+}
+
+void check_backend_runs(const Backend& b, WeightType t) {
+  std::string why;
+  if (!b.supports(t, &why)) usage_error("--dtype " + std::string(dtype_name(t)) + ": " + why);
 }
 
 int64_t default_max_batched_tokens(const Backend& b) {
@@ -144,7 +160,7 @@ DeviceWeight LoadedModel::make_weight(WeightType t, int64_t n_out, int64_t n_in,
   w.n_out = n_out;
   w.n_in = n_in;
   w.data = alloc(w.data_bytes(), what);
-  if (t == WeightType::i8) w.scales = static_cast<float*>(alloc(size_t(n_out) * 4, what));
+  if (int8_storage(t)) w.scales = static_cast<float*>(alloc(size_t(n_out) * 4, what));
   return w;
 }
 

@@ -46,6 +46,10 @@ struct EngineShape {
 inline constexpr int64_t kDefaultBatchedTokensCpu = 512;
 inline constexpr int64_t kDefaultBatchedTokensCuda = 8192;
 int64_t default_max_batched_tokens(const Backend& b);
+// The weight type that runs a precision's weights: fp16, int8 (W8A16) or int8-w8a8.
+WeightType weight_type_for(WeightFormat f);
+// Throws UsageError (naming the backend's reason and what to do) when b cannot run weight type t.
+void check_backend_runs(const Backend& b, WeightType t);
 // Throws UsageError naming the flag when an engine flag is out of range: --kv-block-size a power
 // of two 1..4096, --max-batched-tokens 0 (the backend's default) or 1..2^20, --max-seqs 1..4096,
 // --max-model-len 0 (the model's context) or 2..context.

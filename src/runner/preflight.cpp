@@ -26,9 +26,8 @@ void check_dtypes_fit(const RunOptions& o, const std::vector<std::string>& dtype
   const std::unique_ptr<Backend> b = create_backend(bo, &why_not_cuda);
   for (const std::string& d : dtypes) {
     const Precision p = precision_for(d, 4, 2);
-    if (p.weights == WeightFormat::int8_w8a8)
-      usage_error("--dtype int8-w8a8 is a roofline-only precision; run with fp16 or int8");
-    const WeightType w = p.weights == WeightFormat::f16 ? WeightType::f16 : WeightType::i8;
+    const WeightType w = weight_type_for(p.weights);
+    check_backend_runs(*b, w);
     RunOptions one = o;
     one.dtype = d;
     LoadedModel::check_fits(

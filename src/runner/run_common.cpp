@@ -231,9 +231,7 @@ void open_run_model(const RunOptions& o, RunSetup& s) {
     usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
   const Precision wanted = precision_for(o.dtype, 4, 2);
   s.om = open_model(o.model, o.seed);
-  if (wanted.weights == WeightFormat::int8_w8a8)
-    usage_error("--dtype int8-w8a8 is a roofline-only precision; run with fp16 or int8");
-  s.wtype = wanted.weights == WeightFormat::f16 ? WeightType::f16 : WeightType::i8;
+  s.wtype = weight_type_for(wanted.weights);
 }
 
 void open_run_backend(const RunOptions& o, RunSetup& s) {
@@ -245,6 +243,8 @@ void open_run_backend(const RunOptions& o, RunSetup& s) {
   s.backend = create_backend(bo, &why_not_cuda);
   Backend& b = *s.backend;
   b.set_graph_enabled(o.graphs);
+  check_backend_runs(b, s.wtype);
+  if (const std::string n = b.matmul_note(s.wtype); !n.empty()) s.r.notes.push_back(n);
   s.dev = b.device();
   if (!why_not_cuda.empty() && o.backend == "auto")
     s.r.notes.push_back("CUDA backend not used: " + why_not_cuda);

@@ -73,9 +73,7 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
   const Precision wanted = precision_for(o.dtype, 4, 2);
-  if (wanted.weights == WeightFormat::int8_w8a8)
-    usage_error("--dtype int8-w8a8 is a roofline-only precision; serve with fp16 or int8");
-  const WeightType wtype = wanted.weights == WeightFormat::f16 ? WeightType::f16 : WeightType::i8;
+  const WeightType wtype = weight_type_for(wanted.weights);
   om_ = open_model(o.model, o.seed);
   const ModelConfig& cfg = om_.config;
   check_engine_flags(o, cfg);
@@ -88,6 +86,7 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
   threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
   Backend& b = *backend_;
   b.set_graph_enabled(o.graphs);
+  check_backend_runs(b, wtype);
 
   prefix_cache_ = o.prefix_cache;
   EngineShape& e = shape_;

@@ -83,7 +83,7 @@ const Case kCases[] = {
     {"DtypeListUnknown", "run --model tiny -q --dtype fp16,fp7", 2, "fp7"},
     {"DtypeListMemoryCheckedFirst", "run --model {D}/huge_ctx.json -q --input 1048576 --output 1 --batch 4096 --dtype int8,fp16", 2, "not enough memory for huge-ctx with --dtype int8"},
     {"PromptLongerThanContext", "run --model tiny -q --output 2 --prompt-file {D}/long_prompt.txt", 2, "exceeds the model's context of 512"},
-    {"DtypeListCheckedBeforeFirst", "run --model tiny -q --output 2 --dtype int8,int8-w8a8", 2, "roofline-only"},
+    {"DtypeListCheckedBeforeFirst", "run --model tiny -q --output 2 --dtype int8-w8a8,int8-w4", 2, "int8-w4"},
     // ---- threads (10.7)
     {"RunThreadsNegative", "run --model tiny -q --threads -1", 2, "--threads must be between 0 (all cores) and"},
     {"RunThreadsHuge", "run --model tiny -q --threads 100000", 2, "--threads must be between 0"},

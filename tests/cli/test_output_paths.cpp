@@ -145,10 +145,10 @@ TEST(OutputPaths, RefusedOutputMeansNothingWritten) {
 }
 
 TEST(OutputPaths, DtypeListRefusedBeforeAnyRun) {
-  // int8 alone would run; int8-w8a8 cannot: the list is refused before int8 runs.
-  const auto r = latprof("run --model tiny -q --input 8 --output 2 --dtype int8,int8-w8a8");
+  // int8 and int8-w8a8 alone would run; int4 cannot: the list is refused before either runs.
+  const auto r = latprof("run --model tiny -q --input 8 --output 2 --dtype int8,int8-w8a8,int4");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("roofline-only"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'int4'"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << "int8 ran before the list was checked:\n" << r.out;
 }
 

@@ -144,15 +144,40 @@ LinearData make_weight(const LinearCase& c, uint32_t seed) {
   return d;
 }
 
+const char* type_name(WType t) {
+  return t == WType::f16 ? "f16" : t == WType::i8 ? "i8" : "i8a8";
+}
+
+// W8A8's activations as the kernels must see them (kernels.hpp, WType::i8a8), written out from the
+// definition: per row s = max|x| / 127 (1 for a zero row), q = nearest-even(clamp(x * (1 / s),
+// -127, 127)) in fp32; returns q * s exactly (in double).
+std::vector<double> rounded_i8(const std::vector<float>& x, int64_t m, int64_t n) {
+  std::vector<double> out(x.size());
+  for (int64_t i = 0; i < m; ++i) {
+    float mx = 0;
+    for (int64_t k = 0; k < n; ++k) mx = std::max(mx, std::fabs(x[size_t(i * n + k)]));
+    const float s = mx > 0 ? mx / 127.0f : 1.0f, inv = 1.0f / s;
+    for (int64_t k = 0; k < n; ++k) {
+      const float v = std::min(127.0f, std::max(-127.0f, x[size_t(i * n + k)] * inv));
+      out[size_t(i * n + k)] = double(std::nearbyint(v)) * double(s);
+    }
+  }
+  return out;
+}
+
 void check_linear(const LinearCase& c, int64_t m, uint32_t seed) {
   const LinearData d = make_weight(c, seed);
   const std::vector<float> x = random_f32(size_t(m * c.n_in), seed + 7);
+  // W8A8: the reference is the exact product of the rounded activations (the rounding itself is
+  // judged against the unrounded product in LinearW8A8WithinHalfAStep).
+  std::vector<double> xd(x.begin(), x.end());
+  if (c.type == WType::i8a8) xd = rounded_i8(x, m, c.n_in);
   std::vector<double> ref(size_t(m * c.n_out)), mag(ref.size());
   for (int64_t i = 0; i < m; ++i)
     for (int64_t o = 0; o < c.n_out; ++o) {
       double s = 0, a = 0;
       for (int64_t k = 0; k < c.n_in; ++k) {
-        const double p = double(x[size_t(i * c.n_in + k)]) * d.wd[size_t(o * c.n_in + k)];
+        const double p = xd[size_t(i * c.n_in + k)] * d.wd[size_t(o * c.n_in + k)];
         s += p;
         a += std::fabs(p);
       }
@@ -184,14 +209,14 @@ void check_linear(const LinearCase& c, int64_t m, uint32_t seed) {
     // stays below ~sqrt(n_in) * 2^-24 * sum|x w|; 1e-5 * sum|x w| leaves margin, and a single
     // dropped or doubled term (~sum|x w| / n_in, n_in <= 4113) is still far outside it.
     EXPECT_TRUE(close(ref, y.data(), 1e-30, 1e-5, &mag))
-        << names[f] << " " << (c.type == WType::f16 ? "f16" : "i8") << " n_out=" << c.n_out
-        << " n_in=" << c.n_in << " m=" << m;
+        << names[f] << " " << type_name(c.type) << " n_out=" << c.n_out << " n_in=" << c.n_in
+        << " m=" << m;
   }
 }
 
 TEST_P(Kernels, LinearOddShapes) {
   uint32_t seed = 100;
-  for (WType t : {WType::f16, WType::i8}) {
+  for (WType t : {WType::f16, WType::i8, WType::i8a8}) {
     check_linear({t, 33, 4096 + 17}, 1, seed++);
     check_linear({t, 33, 4096 + 17}, 3, seed++);
     check_linear({t, 130, 33}, 7, seed++);
@@ -210,6 +235,9 @@ TEST_P(Kernels, LinearOddShapes) {
     // 4,096 weights, fp32 sums in memory) and a partial last step, for 6 and 8 rows at once.
     check_linear({t, 11, 8192 + 64 + 31}, 6, seed++);
     check_linear({t, 11, 8192 + 64 + 31}, 8, seed++);
+    // W8A8 (VNNI) reduces its int32 lanes every 65,536 weights: rows past two of those.
+    check_linear({t, 5, 2 * 65536 + 64 + 31}, 1, seed++);
+    check_linear({t, 5, 2 * 65536 + 64 + 31}, 7, seed++);
   }
 }
 
@@ -247,7 +275,7 @@ TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
 // are applied one by one, still exactly.
 TEST_P(Kernels, LinearGroupMatchesOneByOne) {
   uint32_t seed = 700;
-  for (WType t : {WType::f16, WType::i8})
+  for (WType t : {WType::f16, WType::i8, WType::i8a8})
     for (int64_t m : {1, 5, 12, 33, 70}) {
       // n_in 600: fp16 rows of 1,200 bytes, 216-row chunks, so the first weight has two.
       const LinearData a = make_weight({t, 300, 600}, seed++),
@@ -255,7 +283,7 @@ TEST_P(Kernels, LinearGroupMatchesOneByOne) {
                        d = make_weight({t, 9, 64}, seed++);
       const std::vector<float> x = random_f32(size_t(m * 600), seed++);
       for (const bool mixed : {false, true}) {
-        SCOPED_TRACE(std::string(t == WType::f16 ? "f16" : "i8") + " m=" + std::to_string(m) +
+        SCOPED_TRACE(std::string(type_name(t)) + " m=" + std::to_string(m) +
                      (mixed ? " mixed n_in" : ""));
         const LinearData& third = mixed ? d : c;
         const Weight ws[] = {a.w, b.w, third.w};
@@ -288,7 +316,7 @@ TEST_P(Kernels, LinearGroupMatchesOneByOne) {
 // More weights than one parallel region takes (kMatmulGroupMax): run in groups, still exact.
 TEST_P(Kernels, LinearGroupLargerThanOneRegion) {
   const int n = kMatmulGroupMax + 1;
-  for (WType t : {WType::f16, WType::i8})
+  for (WType t : {WType::f16, WType::i8, WType::i8a8})
     for (int64_t m : {3, 40}) {
       std::vector<LinearData> d;
       std::vector<Weight> ws;
@@ -315,11 +343,53 @@ TEST_P(Kernels, LinearEveryDecodeBatch) {
   // 61 x 4113 (fp16: 28-row chunks in 12-row bands, so partial bands and chunks; int8: past the
   // VNNI path's 4096-weight flush) is several of each, run on both threads.
   uint32_t seed = 300;
-  for (WType t : {WType::f16, WType::i8})
+  for (WType t : {WType::f16, WType::i8, WType::i8a8})
     for (int64_t m = 1; m <= 17; ++m) {
       check_linear({t, 37, 301}, m, seed++);
       check_linear({t, 61, 4113}, m, seed++);
     }
+}
+
+// W8A8 against the product with the unrounded activations (the FP32 reference the dtype is judged
+// by): each activation moves by at most half a step (max|x| / 254), so each output by at most that
+// times sum|w| (plus fp32 rounding); on uniform random activations the error is ~0.4% of the
+// outputs' RMS (step / sqrt(12) against sqrt(1/3)), and must stay below 1%. An activation row with
+// one large outlier coarsens its step: still inside the bound.
+TEST_P(Kernels, LinearW8A8WithinHalfAStep) {
+  const int64_t n_out = 64, n_in = 1000;
+  for (int64_t m : {1, 5, 8, 40}) {
+    const LinearData d = make_weight({WType::i8a8, n_out, n_in}, uint32_t(900 + m));
+    std::vector<float> x = random_f32(size_t(m * n_in), uint32_t(950 + m));
+    x[size_t(m - 1) * size_t(n_in) + 17] = 20.0f;  // the last row: one outlier
+    std::vector<float> y(size_t(m * n_out), kNaN);
+    matmul(d.w, x.data(), m, y.data());
+    double err2 = 0, ref2 = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      double mx = 0;
+      for (int64_t k = 0; k < n_in; ++k)
+        mx = std::max(mx, double(std::fabs(x[size_t(i * n_in + k)])));
+      for (int64_t o = 0; o < n_out; ++o) {
+        double ref = 0, sw = 0, sxw = 0;
+        for (int64_t k = 0; k < n_in; ++k) {
+          const double w = d.wd[size_t(o * n_in + k)];
+          ref += double(x[size_t(i * n_in + k)]) * w;
+          sw += std::fabs(w);
+          sxw += std::fabs(double(x[size_t(i * n_in + k)]) * w);
+        }
+        const double err = std::fabs(double(y[size_t(i * n_out + o)]) - ref);
+        EXPECT_LE(err, 0.5 * mx / 127.0 * sw * (1 + 1e-4) + 1e-5 * sxw)
+            << "m=" << m << " row " << i << " output " << o;
+        if (i < m - 1 || m == 1) {  // the rows without the outlier (m = 1: it is the only row)
+          err2 += err * err;
+          ref2 += ref * ref;
+        }
+      }
+    }
+    if (m > 1) {
+      EXPECT_LT(std::sqrt(err2 / ref2), 0.01) << "m=" << m;
+    }
+    EXPECT_GT(std::sqrt(err2 / ref2), 0.0) << "m=" << m << ": the activations were not rounded";
+  }
 }
 
 // ---- attention ----------------------------------------------------------------------------------

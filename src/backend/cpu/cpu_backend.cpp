@@ -30,7 +30,9 @@ cpu::Weight as_cpu(const DeviceWeight& w) {
   cpu::Weight c;
   c.data = w.data;
   c.scales = w.scales;
-  c.type = w.type == WeightType::f16 ? cpu::WType::f16 : cpu::WType::i8;
+  c.type = w.type == WeightType::f16  ? cpu::WType::f16
+           : w.type == WeightType::i8 ? cpu::WType::i8
+                                      : cpu::WType::i8a8;
   c.n_out = w.n_out;
   c.n_in = w.n_in;
   return c;
@@ -43,6 +45,23 @@ class CpuBackend final : public Backend {
     threads_ = opt.threads > 0 ? opt.threads : int(std::thread::hardware_concurrency());
     if (threads_ <= 0) threads_ = 1;
     omp_set_num_threads(threads_);
+  }
+
+  std::string matmul_note(WeightType t) const override {
+    if (t == WeightType::f16) return "";
+    const std::string rows = std::to_string(cpu::gemv_max_rows());
+    const bool dot = cpu::gemv_int8_dot();
+    if (t == WeightType::i8)
+      return dot ? "int8 (W8A16) on the CPU: steps of up to " + rows +
+                       " rows multiply the int8 weights by activations rounded to int16 "
+                       "(AVX512-VNNI vpdpwssd); larger steps dequantise the weights to FP32"
+                 : "int8 (W8A16) on the CPU: weights dequantised to FP32 in every matmul";
+    return dot ? "int8-w8a8 on the CPU: steps of up to " + rows +
+                     " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd); "
+                     "larger steps (prefill) multiply the same int8-rounded activations in FP32 "
+                     "FMAs, judged against the INT8 roof all the same"
+               : "int8-w8a8 on the CPU: no AVX512-VNNI here, so every matmul multiplies the "
+                 "int8-rounded activations in FP32 FMAs, judged against the INT8 roof all the same";
   }
 
   DeviceInfo device() const override {
@@ -102,7 +121,7 @@ class CpuBackend final : public Backend {
   }
   void upload_weight(DeviceWeight& w, const void* host_data, const float* host_scales) override {
     std::memcpy(w.data, host_data, w.data_bytes());
-    if (w.type == WeightType::i8 && host_scales)
+    if (int8_storage(w.type) && host_scales)
       std::memcpy(w.scales, host_scales, size_t(w.n_out) * sizeof(float));
   }
 

@@ -208,7 +208,7 @@ class CudaBackend final : public Backend {
   }
   void upload_weight(DeviceWeight& w, const void* host_data, const float* host_scales) override {
     copy_to_device(w.data, host_data, w.data_bytes());
-    if (w.type == WeightType::i8 && host_scales)
+    if (int8_storage(w.type) && host_scales)
       copy_to_device(w.scales, host_scales, size_t(w.n_out) * sizeof(float));
   }
 
@@ -237,7 +237,7 @@ class CudaBackend final : public Backend {
       return;
     }
     const __half* wh = static_cast<const __half*>(w.data);
-    if (w.type == WeightType::i8) {
+    if (int8_storage(w.type)) {
       __half* tmp = dequant_scratch(size_t(w.n_out) * size_t(w.n_in));
       dequantize_i8(static_cast<const int8_t*>(w.data), w.scales, w.n_out, w.n_in, tmp, stream_);
       wh = tmp;
@@ -413,6 +413,12 @@ class CudaBackend final : public Backend {
     LP_CHECK(cudaGraphLaunch(exec, stream_));
   }
   bool graph_enabled() const override { return graphs_; }
+  bool supports(WeightType t, std::string* why) const override {
+    if (t != WeightType::i8a8) return true;
+    if (why)
+      *why = "the CUDA backend has no W8A8 kernels; run --dtype int8-w8a8 with --backend cpu";
+    return false;
+  }
   void set_graph_enabled(bool on) override {
     drop_graphs();
     graphs_ = on;
