@@ -59,12 +59,10 @@ void check_row(RunReport& r, const Row& row, const std::string& subject, bool ca
   if (!(row.time_ms > 0) || !std::isfinite(row.time_ms)) return;
   if (row.cost.flops <= 0 && row.cost.bytes() <= 0) return;
   double peak = c.matmul_flops_per_s;
-  if (is_op) {
-    try {
-      peak = c.peak_for(op_from_name(row.name),
-                        precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2));
-    } catch (const UsageError&) {
-    }
+  try {
+    const Precision p = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
+    peak = is_op ? c.peak_for(op_from_name(row.name), p) : c.matmul_peak(p);
+  } catch (const UsageError&) {
   }
   const double compute_ms = peak > 0 ? row.cost.flops / peak * 1e3 : 0;
   const double memory_ms =

@@ -7,20 +7,19 @@
 
 namespace latprof {
 
+double Ceilings::matmul_peak(const Precision& p) const {
+  if (p.weights == WeightFormat::int8_w8a8 && int8_ops_per_s > 0) return int8_ops_per_s;
+  return matmul_flops_per_s;
+}
+
 double Ceilings::peak_for(Op op, const Precision& p) const {
-  if (op_is_matmul(op) && op != Op::attention) {
-    if (p.weights == WeightFormat::int8_w8a8 && int8_ops_per_s > 0) return int8_ops_per_s;
-    return matmul_flops_per_s;
-  }
+  if (op_is_matmul(op) && op != Op::attention) return matmul_peak(p);
   if (op == Op::attention) return matmul_flops_per_s;
   return vector_flops_per_s > 0 ? vector_flops_per_s : matmul_flops_per_s;
 }
 
 double Ceilings::ridge(const Precision& p) const {
-  const double peak = (p.weights == WeightFormat::int8_w8a8 && int8_ops_per_s > 0)
-                          ? int8_ops_per_s
-                          : matmul_flops_per_s;
-  return mem_bw_bytes_per_s > 0 ? peak / mem_bw_bytes_per_s : 0;
+  return mem_bw_bytes_per_s > 0 ? matmul_peak(p) / mem_bw_bytes_per_s : 0;
 }
 
 nlohmann::json ceilings_to_json(const Ceilings& c) {

@@ -20,6 +20,9 @@ struct Ceilings {
 
   // The compute roof for an op at a precision.
   double peak_for(Op op, const Precision& p) const;
+  // The matmul roof at a precision: the INT8 peak for W8A8 where the part has one, else the
+  // matmul (FP16 / FP32 FMA) peak. MFU at every level (op, stage, step, request) divides by it.
+  double matmul_peak(const Precision& p) const;
   // Intensity (FLOP/byte) where the roofs meet, for the matmul roof.
   double ridge(const Precision& p) const;
 };

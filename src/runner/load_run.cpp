@@ -363,7 +363,7 @@ RunReport run_load(const RunOptions& o) {
     forward_work[int(Op::sample)] = Cost{};
     if (!prefill) r.decode_step_ms.push_back(pass.backend[k].forward_ms);
     r.steps.push_back(step_row(rec, rec.start_ms, pass.backend[k].forward_ms, sample_ms,
-                               pass.backend[k].sync, total(forward_work), r.ceilings));
+                               pass.backend[k].sync, total(forward_work), r.ceilings, p));
   }
   fill_sync_metrics(r);
   std::vector<RequestRecord> records;
@@ -457,9 +457,8 @@ RunReport run_load(const RunOptions& o) {
   mt.decode_tokens_per_s = sum.output_tokens_per_s;
   const double compute_ms = prefill_row.time_ms + decode_row.time_ms;
   const double model_flops = prefill_row.cost.model_flops + decode_row.cost.model_flops;
-  mt.mfu = compute_ms > 0 && r.ceilings.matmul_flops_per_s > 0
-               ? model_flops / (compute_ms / 1e3) / r.ceilings.matmul_flops_per_s
-               : 0;
+  const double peak = r.ceilings.matmul_peak(p);
+  mt.mfu = compute_ms > 0 && peak > 0 ? model_flops / (compute_ms / 1e3) / peak : 0;
   mt.mbu = decode_row.mbu;
   mt.setup_ms = ms_since(s.start) - run_ms;
   r.repeat_e2e_ms = {run_ms};

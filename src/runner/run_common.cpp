@@ -176,12 +176,12 @@ void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precisi
   if (row.cost.bytes() <= 0) return;
   const RooflinePoint rp = roofline_ops(ops, c, p);
   row.arithmetic_intensity = row.cost.intensity();
-  fill_rates(row, rp, c.matmul_flops_per_s, c);
+  fill_rates(row, rp, c.matmul_peak(p), c);
 }
 
 StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_ms,
                  double sample_ms, const Backend::SyncTime& sync, const Cost& work,
-                 const Ceilings& c) {
+                 const Ceilings& c, const Precision& p) {
   StepRow row;
   if (sync.available) {
     row.sync_ms = sync.fork_ms + sync.wait_ms;
@@ -206,7 +206,8 @@ StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_
   row.bytes = work.bytes();
   if (row.time_ms > 0) {
     const double sec = row.time_ms / 1e3;
-    row.mfu = c.matmul_flops_per_s > 0 ? work.model_flops / sec / c.matmul_flops_per_s : 0;
+    const double peak = c.matmul_peak(p);
+    row.mfu = peak > 0 ? work.model_flops / sec / peak : 0;
     row.mbu = c.mem_bw_bytes_per_s > 0 ? work.bytes() / sec / c.mem_bw_bytes_per_s : 0;
   }
   return row;

@@ -41,7 +41,7 @@ void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precisi
 void fill_sync_metrics(RunReport& r);
 StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_ms,
                  double sample_ms, const Backend::SyncTime& sync, const Cost& work,
-                 const Ceilings& c);
+                 const Ceilings& c, const Precision& p);
 
 // A run's setup, in the order it happens: the model file and the flags that need it
 // (open_run_model), then the backend and its ceilings (open_run_backend), then the weights at

@@ -642,9 +642,8 @@ RunReport run_benchmark(const RunOptions& o) {
   mt.decode_tokens_per_s = mt.tpot_ms > 0 ? double(o.batch) / (mt.tpot_ms / 1e3) : 0;
   const double compute_ms = prefill_row.time_ms + decode_row.time_ms;
   const double model_flops = prefill_row.cost.model_flops + decode_row.cost.model_flops;
-  mt.mfu = compute_ms > 0 && r.ceilings.matmul_flops_per_s > 0
-               ? model_flops / (compute_ms / 1e3) / r.ceilings.matmul_flops_per_s
-               : 0;
+  const double peak = r.ceilings.matmul_peak(p);
+  mt.mfu = compute_ms > 0 && peak > 0 ? model_flops / (compute_ms / 1e3) / peak : 0;
   mt.mbu = decode_row.mbu;
   r.decode_step_ms = med.step_forward_ms;
   r.token_times_ms = med.token_ms;
@@ -665,7 +664,7 @@ RunReport run_benchmark(const RunOptions& o) {
     std::vector<StepSeq> seqs;
     for (const auto& [n, past] : st.seqs) seqs.push_back({n, past});
     r.steps.push_back(step_row(st.rec, st.begin_ms, st.forward_ms, st.sample_ms, st.sync,
-                               total(step_cost(cfg, p, seqs)), r.ceilings));
+                               total(step_cost(cfg, p, seqs)), r.ceilings, p));
   }
   fill_sync_metrics(r);
 

@@ -163,6 +163,42 @@ TEST(RunCli, SeveralDtypesRunAndCompare) {
   EXPECT_EQ(bad.code, 2);
 }
 
+TEST(RunCli, W8A8RunsAndIsJudgedAgainstTheInt8Peak) {
+  // int8-w8a8 runs on the CPU; its matmul ops, stages and request MFU divide by the INT8
+  // dot-product peak, the other dtypes' by the matmul (FP32 FMA) peak, and the notes say which.
+  const auto a = run_json("--input 16 --output 8 --dtype int8", "w8a16");
+  const auto b = run_json("--input 16 --output 8 --dtype int8-w8a8", "w8a8");
+  EXPECT_EQ(b["run"]["dtype"], "int8-w8a8");
+  EXPECT_EQ(b["run"]["output_token_ids"].size(), 8u);
+  bool noted = false;
+  for (const auto& n : b["notes"]) noted |= n.get<std::string>().find("int8-w8a8") == 0;
+  EXPECT_TRUE(noted) << b["notes"].dump();
+  const double int8_peak = b["ceilings"]["int8_ops_per_s"].get<double>();
+  ASSERT_GT(int8_peak, 0);
+  auto peak_of = [](const nlohmann::json& row) {
+    return row["model_flops"].get<double>() / (row["time_ms"].get<double>() / 1e3) /
+           row["mfu"].get<double>();
+  };
+  for (const char* st : {"prefill", "decode"}) {
+    EXPECT_NEAR(peak_of(stage(b, st)) / int8_peak, 1, 1e-6) << st;
+    EXPECT_NEAR(peak_of(stage(a, st)) / a["ceilings"]["matmul_flops_per_s"].get<double>(), 1, 1e-6)
+        << st;
+  }
+  for (const auto& o : b["ops"])
+    if (o["name"] == "mlp_down") {
+      EXPECT_NEAR(peak_of(o) / int8_peak, 1, 1e-6);
+    }
+  const auto& st = b["stages"];
+  double model_flops = 0, ms = 0;
+  for (const auto& s : st)
+    if (s["name"] == "prefill" || s["name"] == "decode") {
+      model_flops += s["model_flops"].get<double>();
+      ms += s["time_ms"].get<double>();
+    }
+  EXPECT_NEAR(b["metrics"]["mfu"].get<double>(), model_flops / (ms / 1e3) / int8_peak,
+              1e-9 + 1e-6 * b["metrics"]["mfu"].get<double>());
+}
+
 TEST(RunCli, OverheadRunIsReported) {
   const auto j = run_json("--input 16 --output 8 --overhead", "overhead");
   const auto& o = j["setup"]["profiler_overhead"];
