@@ -276,7 +276,7 @@ void shapes(benchmark::internal::Benchmark* b, int64_t m) {
     for (auto [o, i] :
          {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}})
       b->Args({t, o, i, m});
-  b->ArgNames({"i8", "n_out", "n_in", "m"});
+  b->ArgNames({"type", "n_out", "n_in", "m"});
 }
 
 }  // namespace
@@ -290,6 +290,11 @@ BENCHMARK(BM_Gemv)
     ->Args({0, 4096, 4096, 8})
     ->Args({0, 11008, 4096, 8})
     ->Args({0, 4096, 11008, 8})
+    // type 0 FP16, 1 W8A16, 2 W8A8 on tinyllama-1.1b's gate and down projections, 1-8
+    // activation rows (run with --benchmark_enable_random_interleaving to alternate them as the
+    // bandwidth drifts).
+    ->ArgsProduct({{0, 1, 2}, {5632}, {2048}, {1, 2, 3, 4, 6, 8}})
+    ->ArgsProduct({{0, 1, 2}, {2048}, {5632}, {1, 2, 3, 4, 6, 8}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_Gemm)

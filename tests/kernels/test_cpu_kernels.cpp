@@ -237,6 +237,7 @@ TEST_P(Kernels, LinearOddShapes) {
     check_linear({t, 11, 8192 + 64 + 31}, 8, seed++);
     // W8A8 (VNNI) reduces its int32 lanes every 65,536 weights: rows past two of those.
     check_linear({t, 5, 2 * 65536 + 64 + 31}, 1, seed++);
+    check_linear({t, 5, 2 * 65536 + 64 + 31}, 3, seed++);  // its linear stream of 2-4 rows
     check_linear({t, 5, 2 * 65536 + 64 + 31}, 7, seed++);
   }
 }
