@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/vnni_avx512.hpp"
 
 // GCC 12's own intrinsics headers (_mm512_undefined_ps inside _mm512_cvtepi32_ps) trip
 // -Wmaybe-uninitialized when inlined here; a known false positive of the compiler's headers.
@@ -69,7 +70,7 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
       for (int j = 0; j < M; ++j) {
         __m512i xv = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
         asm("" : "+v"(xv));  // one load for the R products, not one folded into each
-        for (int i = 0; i < R; ++i) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv[i], xv);
+        for (int i = 0; i < R; ++i) acci[i][j] = dpwssd(acci[i][j], wv[i], xv);
       }
     }
     flush();
@@ -81,7 +82,7 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
     for (int j = 0; j < M; ++j) {
       const __m512i xv =
           _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + j * ldx + k));
-      for (int i = 0; i < R; ++i) acci[i][j] = _mm512_dpwssd_epi32(acci[i][j], wv[i], xv);
+      for (int i = 0; i < R; ++i) acci[i][j] = dpwssd(acci[i][j], wv[i], xv);
     }
     flush();
   }
@@ -107,19 +108,18 @@ void row_stream(const int8_t* w, int64_t n, const int16_t* xq, const float* xs, 
       for (; k < stop; k += 64) {
         if (const int8_t* pf = wr + k + kLinearPrefetchBytes; pf < end)
           __builtin_prefetch(pf, 0, 3);
-        acc0 = _mm512_dpwssd_epi32(acc0, load_w16(wr + k),
-                                   _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k)));
-        acc1 = _mm512_dpwssd_epi32(acc1, load_w16(wr + k + 32),
-                                   _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k + 32)));
+        acc0 = dpwssd(acc0, load_w16(wr + k),
+                      _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k)));
+        acc1 = dpwssd(acc1, load_w16(wr + k + 32),
+                      _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k + 32)));
       }
       accf = _mm512_add_ps(accf, _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1)));
       acc0 = acc1 = _mm512_setzero_si512();
     }
     for (; k < n; k += 32) {  // the rest, 32 weights a step, the last one masked
       const __mmask32 mask = n - k >= 32 ? ~__mmask32(0) : __mmask32((uint64_t(1) << (n - k)) - 1);
-      acc0 = _mm512_dpwssd_epi32(
-          acc0, load_w16(wr + k, mask),
-          _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + k)));
+      acc0 = dpwssd(acc0, load_w16(wr + k, mask),
+                    _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + k)));
     }
     accf = _mm512_add_ps(accf, _mm512_cvtepi32_ps(acc0));
     y[r] = _mm512_reduce_add_ps(accf) * ws[r] * xs[0];

@@ -13,4 +13,12 @@ inline __m512i dpbusd(__m512i acc, __m512i u, __m512i w) {
   return acc;
 }
 
+// acc + a · b (vpdpwssd: 32 signed x signed int16 products summed in pairs into 16 int32 lanes),
+// as inline assembly for the same reason: the intrinsic made GCC 12 copy every accumulator to
+// another register after each vpdpwssd of the W8A16 GEMV's loops.
+inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+  return acc;
+}
+
 }  // namespace latprof::cpu::detail
