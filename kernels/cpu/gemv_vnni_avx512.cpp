@@ -91,16 +91,31 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
       y[j * ldy + r + i] = _mm512_reduce_add_ps(_mm512_load_ps(accf[i][j])) * ws[r + i] * xs[j];
 }
 
-// One activation row: one weight row at a time, so a thread's rows [r0, r1) are one linear stream
-// (rows are contiguous), prefetched kLinearPrefetchBytes ahead; two vpdpwssd chains (64 weights,
-// one line, per step) hide its latency.
-void row_stream(const int8_t* w, int64_t n, const int16_t* xq, const float* xs, const float* ws,
-                float* y, int64_t r0, int64_t r1) {
+// M activation rows, one weight row at a time, so a thread's rows [r0, r1) are one linear stream
+// (rows are contiguous), prefetched kLinearPrefetchBytes ahead; per row and activation row two
+// vpdpwssd chains (64 weights, one line, per step) hide its latency. The activation vectors are
+// loaded again for every weight row (from L1).
+template <int M>
+void row_stream(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const float* xs,
+                const float* ws, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int8_t* end = w + r1 * n;  // no prefetch past the thread's share
+  auto xv = [&](int j, int64_t k) {
+    return _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
+  };
   for (int64_t r = r0; r < r1; ++r) {
     const int8_t* wr = w + r * n;
-    __m512 accf = _mm512_setzero_ps();
-    __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+    __m512 accf[M];
+    __m512i acc0[M], acc1[M];
+    for (int j = 0; j < M; ++j) {
+      accf[j] = _mm512_setzero_ps();
+      acc0[j] = acc1[j] = _mm512_setzero_si512();
+    }
+    auto flush = [&] {
+      for (int j = 0; j < M; ++j) {
+        accf[j] = _mm512_add_ps(accf[j], _mm512_cvtepi32_ps(_mm512_add_epi32(acc0[j], acc1[j])));
+        acc0[j] = acc1[j] = _mm512_setzero_si512();
+      }
+    };
     int64_t k = 0;
     while (k + 64 <= n) {
       // flush every kFlushSteps 32-weight steps per chain, as block() does
@@ -108,30 +123,34 @@ void row_stream(const int8_t* w, int64_t n, const int16_t* xq, const float* xs, 
       for (; k < stop; k += 64) {
         if (const int8_t* pf = wr + k + kLinearPrefetchBytes; pf < end)
           __builtin_prefetch(pf, 0, 3);
-        acc0 = dpwssd(acc0, load_w16(wr + k),
-                      _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k)));
-        acc1 = dpwssd(acc1, load_w16(wr + k + 32),
-                      _mm512_loadu_si512(reinterpret_cast<const void*>(xq + k + 32)));
+        const __m512i w0 = load_w16(wr + k), w1 = load_w16(wr + k + 32);
+        for (int j = 0; j < M; ++j) {
+          acc0[j] = dpwssd(acc0[j], w0, xv(j, k));
+          acc1[j] = dpwssd(acc1[j], w1, xv(j, k + 32));
+        }
       }
-      accf = _mm512_add_ps(accf, _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1)));
-      acc0 = acc1 = _mm512_setzero_si512();
+      flush();
     }
     for (; k < n; k += 32) {  // the rest, 32 weights a step, the last one masked
       const __mmask32 mask = n - k >= 32 ? ~__mmask32(0) : __mmask32((uint64_t(1) << (n - k)) - 1);
-      acc0 = dpwssd(acc0, load_w16(wr + k, mask),
-                    _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + k)));
+      const __m512i w0 = load_w16(wr + k, mask);
+      for (int j = 0; j < M; ++j)
+        acc0[j] =
+            dpwssd(acc0[j], w0,
+                   _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + j * ldx + k)));
     }
-    accf = _mm512_add_ps(accf, _mm512_cvtepi32_ps(acc0));
-    y[r] = _mm512_reduce_add_ps(accf) * ws[r] * xs[0];
+    flush();
+    for (int j = 0; j < M; ++j) y[j * ldy + r] = _mm512_reduce_add_ps(accf[j]) * ws[r] * xs[j];
   }
 }
 
 template <int M>
 void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r0,
           int64_t r1) {
-  if constexpr (M == 1)
-    return row_stream(static_cast<const int8_t*>(w.data), w.n_in, xq, xs, w.scales, y, r0, r1);
   const int8_t* wd = static_cast<const int8_t*>(w.data);
+  // One linear stream while the activations stay in L1 (internal.hpp), else R-row blocks.
+  if (M == 1 || (M <= 4 && M * w.n_in * int64_t(sizeof(int16_t)) <= kLinearActivationBytes))
+    return row_stream<M>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r0, r1);
   int64_t r = r0;
   // R * M int32 accumulators, <= 20. At M = 8, R = 3 (24) made GCC keep them on the stack and
   // ran 1.7x slower than R = 2; R = 3 at M = 7 (21) was no faster than R = 2, at M = 6 (18) 1.2x

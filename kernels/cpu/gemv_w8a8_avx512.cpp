@@ -187,17 +187,18 @@ template <int M>
 void rows(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs, float* y, int64_t r0,
           int64_t r1) {
   const int8_t* wd = static_cast<const int8_t*>(w.data);
-  // Up to 4 activation rows: one linear stream (on AMD Zen 4, 2 threads, from DRAM, the 2,048-wide
-  // gate projection ran 2.1x faster at 2 rows and 1.45x at 4 than the R-row blocks; at 6 and 8
-  // rows, where the multiply-adds bound both, the blocks, loading each activation once per R
-  // rows, were as fast or faster: reports/cpu-kernels.md).
-  if constexpr (M <= 4) {
+  // Up to 4 activation rows, while they stay in L1 (internal.hpp, kLinearActivationBytes): one
+  // linear stream (on AMD Zen 4, 2 threads, from DRAM, the 2,048-wide gate projection ran 2.1x
+  // faster at 2 rows and 1.45x at 4 than the R-row blocks; at 6 and 8 rows, where the
+  // multiply-adds bound both, the blocks, loading each activation once per R rows, were as fast
+  // or faster: reports/cpu-kernels.md).
+  if (M == 1 || (M <= 4 && M * w.n_in <= kLinearActivationBytes)) {
     constexpr int U = M <= 2 ? 2 : 1;
     row_stream<M, U>(wd, w.n_in, xu, ldx, xs, w.scales, y, w.n_out, r0, r1);
   } else {
     int64_t r = r0;
     // R * M + R accumulators, R weights, the activation and the 128s: <= 30 registers.
-    constexpr int R = M == 5 ? 4 : M == 6 ? 3 : 2;
+    constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
     for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xu, ldx, xs, w.scales, y, w.n_out, r);
     for (; r < r1; ++r) block<M, 1>(wd, w.n_in, xu, ldx, xs, w.scales, y, w.n_out, r);
   }

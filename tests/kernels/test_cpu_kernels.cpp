@@ -235,6 +235,11 @@ TEST_P(Kernels, LinearOddShapes) {
     // 4,096 weights, fp32 sums in memory) and a partial last step, for 6 and 8 rows at once.
     check_linear({t, 11, 8192 + 64 + 31}, 6, seed++);
     check_linear({t, 11, 8192 + 64 + 31}, 8, seed++);
+    // 2-4 rows: one linear stream while the activations fit kLinearActivationBytes (16 KiB),
+    // R-row blocks beyond (both VNNI kernels).
+    check_linear({t, 13, 2048 + 31}, 3, seed++);
+    check_linear({t, 13, 8192 + 64 + 31}, 2, seed++);
+    check_linear({t, 13, 8192 + 64 + 31}, 4, seed++);
     // W8A8 (VNNI) reduces its int32 lanes every 65,536 weights: rows past two of those.
     check_linear({t, 5, 2 * 65536 + 64 + 31}, 1, seed++);
     check_linear({t, 5, 2 * 65536 + 64 + 31}, 3, seed++);  // its linear stream of 2-4 rows
