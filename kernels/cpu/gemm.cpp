@@ -5,7 +5,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "kernels/cpu/internal.hpp"
 
@@ -42,12 +41,8 @@ void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       for (int i = 0; i < n; ++i) gemm_group(ws + i, 1, x, m, ys + i);
       return;
     }
-    thread_local std::vector<float> xr;
-    xr.resize(size_t(m * ws[0].n_in));
-    detail::round_activations_i8(x, m, ws[0].n_in, xr.data());
-    std::vector<Weight> w8(ws, ws + n);
-    for (Weight& w : w8) w.type = WType::i8;
-    return gemm_group(w8.data(), n, xr.data(), m, ys);
+    return detail::with_rounded_activations(
+        ws, n, x, m, [&](const Weight* w8, const float* xr) { gemm_group(w8, n, xr, m, ys); });
   }
   if (active_isa() == Isa::avx512 && detail::same_input(ws, n))
     return detail::gemm_group_avx512(ws, n, x, m, ys);

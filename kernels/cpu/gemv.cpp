@@ -105,17 +105,9 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   // (q * s in fp32) and runs the INT8-weight path.
   const bool use_vnni = int8_storage(w0.type) && gemv_int8_dot();
   const bool w8a8 = w0.type == WType::i8a8;
-  if (w8a8 && !use_vnni) {
-    thread_local std::vector<float> xr;
-    xr.resize(size_t(m * n_in));
-    detail::round_activations_i8(x, m, n_in, xr.data());
-    Weight w8[kMatmulGroupMax];
-    for (int i = 0; i < n; ++i) {
-      w8[i] = ws[i];
-      w8[i].type = WType::i8;
-    }
-    return gemv_group(w8, n, xr.data(), m, ys);
-  }
+  if (w8a8 && !use_vnni)
+    return detail::with_rounded_activations(
+        ws, n, x, m, [&](const Weight* w8, const float* xr) { gemv_group(w8, n, xr, m, ys); });
   int64_t first_chunk[kMatmulGroupMax + 1] = {0};  // chunks of weight i: [first_chunk[i], [i + 1])
   for (int i = 0; i < n; ++i)
     first_chunk[i + 1] = first_chunk[i] + (ws[i].n_out + chunk - 1) / chunk;

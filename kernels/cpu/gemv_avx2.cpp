@@ -85,24 +85,7 @@ void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
 
 template <class T>
 void rows_t(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1) {
-  switch (m) {
-    case 1:
-      return rows<T, 1>(w, x, y, r0, r1);
-    case 2:
-      return rows<T, 2>(w, x, y, r0, r1);
-    case 3:
-      return rows<T, 3>(w, x, y, r0, r1);
-    case 4:
-      return rows<T, 4>(w, x, y, r0, r1);
-    case 5:
-      return rows<T, 5>(w, x, y, r0, r1);
-    case 6:
-      return rows<T, 6>(w, x, y, r0, r1);
-    case 7:
-      return rows<T, 7>(w, x, y, r0, r1);
-    default:
-      return rows<T, 8>(w, x, y, r0, r1);
-  }
+  with_rows(m, [&](auto M) { rows<T, decltype(M)::value>(w, x, y, r0, r1); });
 }
 
 }  // namespace

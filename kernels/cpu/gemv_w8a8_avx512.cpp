@@ -68,6 +68,17 @@ void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const flo
 #pragma GCC unroll 16
       for (int j = 0; j < M; ++j) acc[i][j] = _mm512_setzero_si512();
     }
+    // One step: the corrections and the R x M products of the R weight vectors at k.
+    auto mac = [&](const __m512i* wv, int64_t k) {
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) cor[i] = dpbusd(cor[i], off, wv[i]);
+#pragma GCC unroll 16
+      for (int j = 0; j < M; ++j) {
+        const __m512i xv = _mm512_load_si512(xu + j * ldx + k);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) acc[i][j] = dpbusd(acc[i][j], xv, wv[i]);
+      }
+    };
     const int64_t end = std::min(full, step + kFlushSteps);
     for (; step < end; ++step) {
       const int64_t k = step * 64;
@@ -75,32 +86,16 @@ void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const flo
       for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, kBlockPrefetchBytes / R);
       __m512i wv[R];
 #pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        wv[i] = load_w(wr + i * n + k);
-        cor[i] = dpbusd(cor[i], off, wv[i]);
-      }
-#pragma GCC unroll 16
-      for (int j = 0; j < M; ++j) {
-        const __m512i xv = _mm512_load_si512(xu + j * ldx + k);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) acc[i][j] = dpbusd(acc[i][j], xv, wv[i]);
-      }
+      for (int i = 0; i < R; ++i) wv[i] = load_w(wr + i * n + k);
+      mac(wv, k);
     }
     if (step == full && full * 64 < n) {
       const int64_t k = full * 64;
       const __mmask64 mask = (uint64_t(1) << (n - k)) - 1;
       __m512i wv[R];
 #pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        wv[i] = load_w(wr + i * n + k, mask);
-        cor[i] = dpbusd(cor[i], off, wv[i]);
-      }
-#pragma GCC unroll 16
-      for (int j = 0; j < M; ++j) {
-        const __m512i xv = _mm512_load_si512(xu + j * ldx + k);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) acc[i][j] = dpbusd(acc[i][j], xv, wv[i]);
-      }
+      for (int i = 0; i < R; ++i) wv[i] = load_w(wr + i * n + k, mask);
+      mac(wv, k);
       ++step;
     }
 #pragma GCC unroll 16
@@ -208,15 +203,10 @@ void rows(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs, floa
 
 void quantize_activations_u8(const float* x, int64_t m, int64_t n, int64_t ldx, uint8_t* xu,
                              float* xs) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t j = 0; j < m; ++j) {
     const float* xj = x + j * n;
-    __m512 vmax = _mm512_setzero_ps();
+    const float mx = row_max_abs(xj, n);
     int64_t k = 0;
-    for (; k + 16 <= n; k += 16)
-      vmax = _mm512_max_ps(vmax, _mm512_andnot_ps(sign, _mm512_loadu_ps(xj + k)));
-    float mx = _mm512_reduce_max_ps(vmax);
-    for (; k < n; ++k) mx = std::max(mx, std::fabs(xj[k]));
     const float s = i8_activation_scale(mx);
     const float inv = 1.0f / s;
     uint8_t* u = xu + j * ldx;
@@ -239,24 +229,7 @@ void quantize_activations_u8(const float* x, int64_t m, int64_t n, int64_t ldx, 
 
 void gemv_rows_w8a8_vnni(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs,
                          int64_t m, float* y, int64_t r0, int64_t r1) {
-  switch (m) {
-    case 1:
-      return rows<1>(w, xu, ldx, xs, y, r0, r1);
-    case 2:
-      return rows<2>(w, xu, ldx, xs, y, r0, r1);
-    case 3:
-      return rows<3>(w, xu, ldx, xs, y, r0, r1);
-    case 4:
-      return rows<4>(w, xu, ldx, xs, y, r0, r1);
-    case 5:
-      return rows<5>(w, xu, ldx, xs, y, r0, r1);
-    case 6:
-      return rows<6>(w, xu, ldx, xs, y, r0, r1);
-    case 7:
-      return rows<7>(w, xu, ldx, xs, y, r0, r1);
-    default:
-      return rows<8>(w, xu, ldx, xs, y, r0, r1);
-  }
+  with_rows(m, [&](auto M) { rows<decltype(M)::value>(w, xu, ldx, xs, y, r0, r1); });
 }
 
 }  // namespace latprof::cpu::detail

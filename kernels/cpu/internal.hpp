@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/kernels.hpp"
 
@@ -59,12 +61,48 @@ inline int32_t round_i8(float x, float inv) {
 }
 // x[m, n] -> out[m, n] = q * s (portable; the fp32 GEMV and GEMM paths of W8A8).
 void round_activations_i8(const float* x, int64_t m, int64_t n, float* out);
+// W8A8 where no int8 x int8 kernel runs (the GEMM; the GEMV without AVX512-VNNI): run(ws8, xr)
+// with the weights as WType::i8 and x[m, ws[0].n_in] rounded to q * s. All n weights take x.
+template <class Run>
+void with_rounded_activations(const Weight* ws, int n, const float* x, int64_t m, Run&& run) {
+  thread_local std::vector<float> xr;
+  thread_local std::vector<Weight> w8;
+  xr.resize(size_t(m * ws[0].n_in));
+  round_activations_i8(x, m, ws[0].n_in, xr.data());
+  w8.assign(ws, ws + n);
+  for (Weight& w : w8) w.type = WType::i8;
+  run(w8.data(), xr.data());
+}
 // AVX512-VNNI W8A8 (gemv_w8a8_avx512.cpp): rows of u = q + 128 (stride ldx, a multiple of 64,
 // padded with 128) and their scales.
 void quantize_activations_u8(const float* x, int64_t m, int64_t n, int64_t ldx, uint8_t* xu,
                              float* xs);
 void gemv_rows_w8a8_vnni(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs,
                          int64_t m, float* y, int64_t r0, int64_t r1);
+
+// f(std::integral_constant<int, m>{}) for 1 <= m <= 8 (larger m as 8): the GEMV kernels' row
+// counts, as template arguments.
+template <class F>
+void with_rows(int64_t m, F&& f) {
+  switch (m) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 5:
+      return f(std::integral_constant<int, 5>{});
+    case 6:
+      return f(std::integral_constant<int, 6>{});
+    case 7:
+      return f(std::integral_constant<int, 7>{});
+    default:
+      return f(std::integral_constant<int, 8>{});
+  }
+}
 
 // How far ahead of its loads a GEMV that reads one linear stream per thread prefetches: 4 KB
 // measured best on AMD Zen 5 (2 threads, 40-45 GB/s; 1-2 KB left 5-10% of the bandwidth unused).
