@@ -198,10 +198,11 @@ void Engine::online_loop() {
         // the scheduler's state is what failed: its blocks go with the engine
       }
       t.finished_ms = clock_.now_ms();
-      if (hooks_.finish) hooks_.finish(t, true);
     }
-    timelines_.clear();
     publish_counts();
+    for (auto& [id, t] : timelines_)
+      if (hooks_.finish) hooks_.finish(t, true);
+    timelines_.clear();
   }
 }
 
@@ -212,13 +213,15 @@ void Engine::take_counts(RequestTimeline& t, const Request& r) {
 }
 
 void Engine::online_steps() {
-  // Ends a request that has not finished: out of the scheduler (blocks freed), then finish().
+  // Ends a request that has not finished: out of the scheduler (blocks freed), the counts
+  // published, then finish(): whoever finish() wakes reads counts that no longer hold it.
   auto end_request = [&](int64_t id, bool cancelled) {
     const auto it = timelines_.find(id);
     if (it == timelines_.end()) return;
     RequestTimeline& t = it->second;
     sched_.abort(id);
     t.finished_ms = clock_.now_ms();
+    publish_counts();
     if (hooks_.finish) hooks_.finish(t, cancelled);
     timelines_.erase(it);
   };
@@ -266,26 +269,29 @@ void Engine::online_steps() {
           if (hooks_.token && !hooks_.token(id, token, t)) stopped.push_back(id);
         },
         done);
-    for (int64_t id : done) {
-      // Finished by length (its blocks already freed); if token() stopped it too, it is gone
-      // before the loop below looks for it.
-      const auto it = timelines_.find(id);
-      if (hooks_.finish) hooks_.finish(it->second, false);
-      timelines_.erase(it);
-    }
+    // Finished by length (out of the scheduler already) or stopped by token() (taken out here;
+    // one finished by length in the same step stays with the first list). Every one leaves the
+    // scheduler, the counts are published and step() runs before any finish(): whoever finish()
+    // wakes (a client reading its response, then the metrics) sees the whole step.
+    std::vector<int64_t> ended = done;
     for (int64_t id : stopped) {
+      if (std::find(done.begin(), done.end(), id) != done.end()) continue;
       const auto it = timelines_.find(id);
-      if (it == timelines_.end()) continue;  // finished by length in the same step
+      if (it == timelines_.end()) continue;
       it->second.finished_ms = rec.end_ms;
       take_counts(it->second, sched_.request(id));
       sched_.abort(id);
-      if (hooks_.finish) hooks_.finish(it->second, false);
-      timelines_.erase(it);
+      ended.push_back(id);
     }
     fill_counts(rec);
     ++n_steps_;
     publish_counts();
     if (hooks_.step) hooks_.step(rec);
+    for (int64_t id : ended) {
+      const auto it = timelines_.find(id);
+      if (hooks_.finish) hooks_.finish(it->second, false);
+      timelines_.erase(it);
+    }
   }
 }
 

@@ -89,7 +89,9 @@ class Engine {
     // false; cancelled = false) or was cancelled (cancel(), shutdown(); cancelled = true). Its
     // timeline is complete; the engine forgets it afterwards.
     std::function<void(const RequestTimeline&, bool cancelled)> finish;
-    // After each step (in online mode steps are handed out, not kept).
+    // After each step (in online mode steps are handed out, not kept), before the finish() of
+    // the requests that ended in it; the published counts (online_running() and the rest)
+    // already leave out every request whose finish() is called.
     std::function<void(const StepRecord&)> step;
   };
   // Starts the loop thread. Not with run() or submit().

@@ -52,7 +52,7 @@ void ServedRequest::end(bool was_cancelled) {
     deltas.push_back({text.substr(committed), n_tokens});
     committed = text.size();
   }
-  finish_reason = cancelled ? "abort" : stopped ? "stop" : "length";
+  finish_reason = reason_to_end(cancelled);
   finished = true;
 }
 

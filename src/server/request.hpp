@@ -42,6 +42,10 @@ struct ServedRequest {
   // The request left the engine: finished (the held-back tail of an incomplete character is
   // flushed) or cancelled. Sets finish_reason and finished.
   void end(bool was_cancelled);
+  // The finish_reason end(was_cancelled) will set: "abort", "stop" or "length".
+  const char* reason_to_end(bool was_cancelled) const {
+    return was_cancelled ? "abort" : stopped ? "stop" : "length";
+  }
 
   std::mutex mu;
   std::condition_variable cv;

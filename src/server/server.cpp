@@ -178,22 +178,20 @@ struct Server::Impl {
     const std::shared_ptr<ServedRequest> l = find(tl.id);
     if (!l) return;
     exec->erase_sampling(tl.id);
+    std::string cancel_reason, finish_reason;
     {
       std::lock_guard<std::mutex> lk(l->mu);
       if (cancelled && l->cancel_reason.empty() && !engine->failure().empty())
         l->cancel_reason = "engine_failed";
-      l->tl = tl;
-      const double t = now();
-      l->end(cancelled);
-      const double d = now() - t;  // flushing the tail belongs to the last token
-      l->detok_ms += d;
-      l->detok_last_ms += d;
-      l->cv.notify_all();
+      cancel_reason = l->cancel_reason.empty() ? "cancelled" : l->cancel_reason;
+      finish_reason = l->reason_to_end(cancelled);
     }
+    // Counted before the request's thread is woken: a client that has its response reads
+    // metrics that already hold it (the engine published its counts before this call).
     if (cancelled) {
-      metrics.cancelled(l->cancel_reason.empty() ? "cancelled" : l->cancel_reason);
+      metrics.cancelled(cancel_reason);
     } else {
-      metrics.success(l->finish_reason);
+      metrics.success(finish_reason);
       metrics.prompt_tokens->Increment(double(l->prompt_tokens));
       metrics.prefix_cache_queries->Increment(double(l->prompt_tokens));
       metrics.prefix_cache_hits->Increment(double(tl.prefix_hit_tokens));
@@ -209,11 +207,24 @@ struct Server::Impl {
           metrics.itl->Observe((tl.token_ms[i] - tl.token_ms[i - 1]) / 1e3);
       }
     }
-    std::lock_guard<std::mutex> lk(lives_mu);
-    if (!l->scheduled) {
-      l->scheduled = true;
-      --n_waiting;
+    {
+      std::lock_guard<std::mutex> lk(lives_mu);
+      if (!l->scheduled) {
+        l->scheduled = true;
+        --n_waiting;
+      }
     }
+    {
+      std::lock_guard<std::mutex> lk(l->mu);
+      l->tl = tl;
+      const double t = now();
+      l->end(cancelled);
+      const double d = now() - t;  // flushing the tail belongs to the last token
+      l->detok_ms += d;
+      l->detok_last_ms += d;
+      l->cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lk(lives_mu);
     lives.erase(tl.id);
     lives_cv.notify_all();
   }
