@@ -139,8 +139,8 @@ void row_stream(const uint16_t* w, const float* x, int64_t n, float* y, int64_t 
     for (; k + 64 <= n; k += 64) {
       const uint16_t* pf = wr + k + kLinearPrefetchBytes / 2;
       if (pf < end) {
-        __builtin_prefetch(pf, 0, 3);
-        __builtin_prefetch(pf + 32, 0, 3);
+        prefetch_linear(pf);
+        prefetch_linear(pf + 32);
       }
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u)

@@ -121,8 +121,7 @@ void row_stream(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, cons
       // flush every kFlushSteps 32-weight steps per chain, as block() does
       const int64_t stop = std::min(n / 64 * 64, k + 64 * kFlushSteps);
       for (; k < stop; k += 64) {
-        if (const int8_t* pf = wr + k + kLinearPrefetchBytes; pf < end)
-          __builtin_prefetch(pf, 0, 3);
+        if (const int8_t* pf = wr + k + kLinearPrefetchBytes; pf < end) prefetch_linear(pf);
         const __m512i w0 = load_w16(wr + k), w1 = load_w16(wr + k + 32);
         for (int j = 0; j < M; ++j) {
           acc0[j] = dpwssd(acc0[j], w0, xv(j, k));

@@ -110,8 +110,8 @@ void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const flo
 }
 
 // M activation rows, one weight row at a time, so a thread's rows [r0, r1) are one linear stream,
-// prefetched kLinearPrefetchBytes ahead; U steps of 64 weights (U lines) per iteration, each with
-// its own chains. Activation vectors are loaded again for every row (from L1).
+// prefetched kLinearPrefetchBytesL1 ahead into L1; U steps of 64 weights (U lines) per iteration,
+// each with its own chains. Activation vectors are loaded again for every row (from L1).
 template <int M, int U>
 void row_stream(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const float* xs,
                 const float* ws, float* y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -150,8 +150,8 @@ void row_stream(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, cons
       for (; k < stop; k += kStep) {
 #pragma GCC unroll 16
         for (int u = 0; u < U; ++u)
-          if (const int8_t* pf = wr + k + 64 * u + kLinearPrefetchBytes; pf < end)
-            __builtin_prefetch(pf, 0, 3);
+          if (const int8_t* pf = wr + k + 64 * u + kLinearPrefetchBytesL1; pf < end)
+            prefetch_linear_l1(pf);
 #pragma GCC unroll 16
         for (int u = 0; u < U; ++u) {
           const __m512i wv = load_w(wr + k + 64 * u);

@@ -104,9 +104,24 @@ void with_rows(int64_t m, F&& f) {
   }
 }
 
-// How far ahead of its loads a GEMV that reads one linear stream per thread prefetches: 4 KB
-// measured best on AMD Zen 5 (2 threads, 40-45 GB/s; 1-2 KB left 5-10% of the bandwidth unused).
-constexpr int64_t kLinearPrefetchBytes = 4096;
+// How far ahead of its loads a GEMV that reads one linear stream per thread prefetches, and
+// where to: 8 KB ahead into L2 (prefetcht1), the L1 left to the activations and to the hardware
+// prefetcher. On AMD Zen 4 (32 KiB L1d) prefetching 4 KB ahead into L1 (prefetcht0) evicted the
+// activation vector the loop reads again for every row: FP16 decode GEMVs 1.2-1.75x slower
+// (reports/cpu-kernels.md). 4 KB into L1 had measured best on AMD Zen 5 (48 KiB L1d) among
+// distances (1-2 KB left 5-10% of the bandwidth unused); L2 hints there are not yet measured.
+constexpr int64_t kLinearPrefetchBytes = 8192;
+inline void prefetch_linear(const void* p) {
+  __builtin_prefetch(p, 0, 2);  // prefetcht1
+}
+// The W8A8 kernel's stream keeps 4 KB ahead into L1 (prefetcht0): its activations are one byte
+// per element (2-5.5 KB a row at tinyllama's widths), so they hardly contest the L1, and on Zen 4
+// the L2 hint measured 0.85-1.57x in kernel A/B runs whose noise was +-12%: no clear result, so
+// not changed (reports/cpu-kernels.md).
+constexpr int64_t kLinearPrefetchBytesL1 = 4096;
+inline void prefetch_linear_l1(const void* p) {
+  __builtin_prefetch(p, 0, 3);  // prefetcht0
+}
 
 // The most activation bytes (all rows of a step) a GEMV reads again for every weight row, one
 // linear stream per thread, instead of in R-row blocks: half of the smallest L1d here (32 KiB on
