@@ -76,6 +76,32 @@ double weight_bytes(const lc::Weight& w) {
 }
 
 // args: type, n_out, n_in, m
+// Times gemv() on m activation rows over `mats` in turn (many copies: from DRAM; one: from cache),
+// after 3 warm-up calls; sets GBps (weight bytes) and GFLOPs from wall time, returns bytes/s.
+double time_gemv(benchmark::State& state, const std::vector<Matrix>& mats, int64_t m) {
+  const lc::Weight& w0 = mats[0].w;
+  std::vector<float> x(size_t(m * w0.n_in)), y(size_t(m * w0.n_out));
+  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
+  size_t next = 0;
+  auto call = [&] {
+    lc::gemv(mats[next].w, x.data(), m, y.data());
+    next = (next + 1) % mats.size();
+  };
+  for (int i = 0; i < 3; ++i) call();
+  const WallTimer timer;
+  for (auto _ : state) {
+    call();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double dt = timer.seconds(), it = double(state.iterations());
+  const double bytes = weight_bytes(w0);
+  state.SetBytesProcessed(int64_t(bytes) * state.iterations());
+  state.counters["GBps"] = bytes * it / dt * 1e-9;
+  state.counters["GFLOPs"] = 2.0 * double(m * w0.n_out * w0.n_in) * it / dt * 1e-9;
+  return bytes * it / dt;
+}
+
 void BM_Gemv(benchmark::State& state) {
   const auto type = lc::WType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
@@ -84,50 +110,24 @@ void BM_Gemv(benchmark::State& state) {
   const int copies = int(1.6e9 / bytes) + 1;  // > 1.5 GB of distinct weights
   std::vector<Matrix> mats;
   for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 1000 + i));
-  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
-  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
-  int next = 0;
-  const WallTimer timer;
-  for (auto _ : state) {
-    lc::gemv(mats[size_t(next)].w, x.data(), m, y.data());
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-    next = (next + 1) % copies;
-  }
-  const double dt = timer.seconds(), it = double(state.iterations());
-  state.SetBytesProcessed(int64_t(bytes) * state.iterations());
-  state.counters["GBps"] = bytes * it / dt * 1e-9;
-  state.counters["GFLOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
-  state.counters["pct_read_bw"] = 100.0 * bytes * it / dt / ceiling;
+  const double rate = time_gemv(state, mats, m);
+  state.counters["pct_read_bw"] = 100.0 * rate / ceiling;
   state.counters["copies"] = copies;
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
 }
 
 // args: type, n_in, m. The same GEMV with its weights resident in the L2 caches: one matrix of
-// ~1.5 MB (each of 2 threads streams ~0.75 MB from its own 1-2 MB L2, warmed by the first call),
+// ~1.5 MB (each of 2 threads streams ~0.75 MB from its own 1-2 MB L2, warmed by the first calls),
 // so the rate is the kernel's own ceiling (instructions, conversion, dispatch) with DRAM out of
 // the way. A kernel whose hot rate is near its DRAM rate is bound by its instructions, not by the
 // memory.
 void BM_GemvHot(benchmark::State& state) {
   const auto type = lc::WType(state.range(0));
   const int64_t n_in = state.range(1), m = state.range(2);
-  const int64_t elem = type == lc::WType::f16 ? 2 : 1;
-  const int64_t n_out = (int64_t(1536) << 10) / (n_in * elem);
-  const Matrix mat = make_matrix(type, n_out, n_in, 77);
-  const double bytes = weight_bytes(mat.w);
-  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
-  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
-  for (int i = 0; i < 3; ++i) lc::gemv(mat.w, x.data(), m, y.data());
-  const WallTimer timer;
-  for (auto _ : state) {
-    lc::gemv(mat.w, x.data(), m, y.data());
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  const double dt = timer.seconds(), it = double(state.iterations());
-  state.SetBytesProcessed(int64_t(bytes) * state.iterations());
-  state.counters["GBps"] = bytes * it / dt * 1e-9;
-  state.counters["GFLOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
+  const int64_t n_out = (int64_t(1536) << 10) / (n_in * (type == lc::WType::f16 ? 2 : 1));
+  std::vector<Matrix> mats;
+  mats.push_back(make_matrix(type, n_out, n_in, 77));
+  time_gemv(state, mats, m);
   state.counters["n_out"] = double(n_out);
 }
 

@@ -36,6 +36,12 @@ constexpr int64_t kFlushSteps = 1024;
 // weights, total 2,048 / 4,096 / 6,144 / 8,192: 8 rows (R = 2) 49 / 57 / 55 / 60% of the read,
 // 6 rows (R = 3) 52 / 62 / 73 / 68%, 4 rows (R = 4) 65 / 77 / 78 / 66%.
 constexpr int64_t kBlockPrefetchBytes = 6144;
+// The linear stream (row_stream) prefetches 4 KB ahead into L1 (prefetcht0), not as the FP16 and
+// W8A16 streams do (kLinearPrefetchBytes into L2): its activations are one byte per element
+// (2-5.5 KB a row at tinyllama's widths) and hardly contest the L1, and on Zen 4 the L2 hint
+// measured 0.85-1.57x in kernel A/B runs whose noise was +-12%: no clear result, not changed
+// (reports/cpu-kernels.md).
+constexpr int64_t kStreamPrefetchBytes = 4096;
 
 inline __m512i load_w(const int8_t* p) {
   return _mm512_loadu_si512(p);
@@ -110,7 +116,7 @@ void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const flo
 }
 
 // M activation rows, one weight row at a time, so a thread's rows [r0, r1) are one linear stream,
-// prefetched kLinearPrefetchBytesL1 ahead into L1; U steps of 64 weights (U lines) per iteration,
+// prefetched kStreamPrefetchBytes ahead into L1; U steps of 64 weights (U lines) per iteration,
 // each with its own chains. Activation vectors are loaded again for every row (from L1).
 template <int M, int U>
 void row_stream(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const float* xs,
@@ -150,8 +156,8 @@ void row_stream(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, cons
       for (; k < stop; k += kStep) {
 #pragma GCC unroll 16
         for (int u = 0; u < U; ++u)
-          if (const int8_t* pf = wr + k + 64 * u + kLinearPrefetchBytesL1; pf < end)
-            prefetch_linear_l1(pf);
+          if (const int8_t* pf = wr + k + 64 * u + kStreamPrefetchBytes; pf < end)
+            __builtin_prefetch(pf, 0, 3);
 #pragma GCC unroll 16
         for (int u = 0; u < U; ++u) {
           const __m512i wv = load_w(wr + k + 64 * u);

@@ -114,15 +114,6 @@ constexpr int64_t kLinearPrefetchBytes = 8192;
 inline void prefetch_linear(const void* p) {
   __builtin_prefetch(p, 0, 2);  // prefetcht1
 }
-// The W8A8 kernel's stream keeps 4 KB ahead into L1 (prefetcht0): its activations are one byte
-// per element (2-5.5 KB a row at tinyllama's widths), so they hardly contest the L1, and on Zen 4
-// the L2 hint measured 0.85-1.57x in kernel A/B runs whose noise was +-12%: no clear result, so
-// not changed (reports/cpu-kernels.md).
-constexpr int64_t kLinearPrefetchBytesL1 = 4096;
-inline void prefetch_linear_l1(const void* p) {
-  __builtin_prefetch(p, 0, 3);  // prefetcht0
-}
-
 // The most activation bytes (all rows of a step) a GEMV reads again for every weight row, one
 // linear stream per thread, instead of in R-row blocks: half of the smallest L1d here (32 KiB on
 // AMD Zen 4), so the activations stay in L1 beside the weight stream. On Zen 4 the linear stream
