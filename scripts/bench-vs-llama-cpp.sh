@@ -35,6 +35,10 @@ for f in "$f16" "$q8"; do [ -r "$f" ] || { echo "bench-vs-llama-cpp: cannot read
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=$threads
+# llama-bench before mid-2025 has no -d (depth): its decode at context INPUT is then taken from a
+# prompt+generation test (-pg INPUT,OUTPUT) less the prompt-only test of the same repetition.
+has_depth=0
+"$lb" --help 2>&1 | grep -q -- '--n-depth' && has_depth=1
 stream() { "$bench/bench/stream_read" 2048 7 | tee -a "$tmp/stream.txt" >&2; }
 # Interleaved per repetition, so that both tools see the same memory system (its bandwidth drifts
 # by a third within minutes on shared machines): stream_read, then for each dtype llama-bench
@@ -45,7 +49,11 @@ for r in $(seq 1 "$reps"); do
     g=$f16; [ "$d" = int8 ] && g=$q8
     echo "== repetition $r: llama-bench $d" >&2
     "$lb" -m "$g" -p "$input" -n 0 -t "$threads" -r 1 -o json > "$tmp/lb-pp-$d-$r.json"
-    "$lb" -m "$g" -p 0 -n "$output" -d "$input" -t "$threads" -r 1 -o json > "$tmp/lb-tg-$d-$r.json"
+    if [ "$has_depth" = 1 ]; then
+      "$lb" -m "$g" -p 0 -n "$output" -d "$input" -t "$threads" -r 1 -o json > "$tmp/lb-tg-$d-$r.json"
+    else
+      "$lb" -m "$g" -p 0 -n 0 -pg "$input,$output" -t "$threads" -r 1 -o json > "$tmp/lb-pg-$d-$r.json"
+    fi
     echo "== repetition $r: latprof $model $d" >&2
     "$build/latprof" run --model "$model" --dtype "$d" --input "$input" --output "$output" \
       --threads "$threads" --repeat 1 --quiet --json "$tmp/lp-$d-$r.json" >/dev/null
@@ -59,12 +67,19 @@ bws = [float(m) * 1e9 for m in re.findall(r"best_GBps=([0-9.]+)", open(f"{tmp}/s
 med = statistics.median
 def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
 rows = {d: [] for d in dtypes}
+derived = False
 for r in range(1, reps + 1):
     bw = (bws[r - 1] + bws[r]) / 2  # the stream_read samples either side of this repetition
     for d in rows:
         j = json.load(open(f"{tmp}/lp-{d}-{r}.json"))
         pp = json.load(open(f"{tmp}/lb-pp-{d}-{r}.json"))[0]
-        tg = json.load(open(f"{tmp}/lb-tg-{d}-{r}.json"))[0]
+        try:
+            tg = json.load(open(f"{tmp}/lb-tg-{d}-{r}.json"))[0]
+        except FileNotFoundError:  # no -d: generation time = (prompt + generation) - prompt
+            pg = json.load(open(f"{tmp}/lb-pg-{d}-{r}.json"))[0]
+            tg = dict(model_size=pp["model_size"],
+                      avg_ts=pg["n_gen"] / ((pg["avg_ns"] - pp["avg_ns"]) / 1e9))
+            derived = True
         dec, pre = stage(j, "decode"), stage(j, "prefill")
         lp_tg = (j["run"]["output_tokens"] - 1) / (dec["time_ms"] / 1e3)
         lp_pp = j["run"]["input_tokens"] / (pre["time_ms"] / 1e3)
@@ -96,5 +111,7 @@ if "fp16" in rows and "int8" in rows:
     lb_ratio = med([b["lb_tg"] / a["lb_tg"] for a, b in zip(rows["fp16"], rows["int8"])])
     print(f"latprof INT8/FP16 decode speed {speed:.2f}x, byte ratio {byte_ratio:.2f}x ({speed/byte_ratio:.2f} of it); "
           f"llama.cpp Q8_0/F16 {lb_ratio:.2f}x")
+if derived:
+    print("llama.cpp decode from -pg INPUT,OUTPUT less -p INPUT (this llama-bench has no -d)")
 print("* llama.cpp GB/s = tok/s x model file size (weights only; latprof's column adds KV-cache reads)")
 PY
