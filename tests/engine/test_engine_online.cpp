@@ -211,9 +211,14 @@ namespace latprof::engine {
 namespace {
 
 // An executor that fails on its third step, as a backend error would.
+// Fails its third step. Its first step waits for `gate`, so that the test has enqueued every
+// request before any step runs (under load the engine thread could otherwise fail before the
+// second enqueue, which then throws).
 class FailingExecutor : public Executor {
  public:
+  std::shared_future<void> gate;
   std::vector<int32_t> execute(const StepBatch& b) override {
+    if (steps_ == 0 && gate.valid()) gate.wait();
     if (++steps_ == 3) throw std::runtime_error("device lost");
     return std::vector<int32_t>(b.logits_rows.size(), 7);
   }
@@ -225,6 +230,8 @@ class FailingExecutor : public Executor {
 TEST(EngineOnline, AFailedStepCancelsEveryRequestAndRefusesNewOnes) {
   BlockPool pool(64, 4);
   FailingExecutor ex;
+  std::promise<void> go;
+  ex.gate = go.get_future().share();
   Engine eng(config(), pool, ex, Clock::steady());
   Seen seen;
   seen.expected = 2;
@@ -232,6 +239,7 @@ TEST(EngineOnline, AFailedStepCancelsEveryRequestAndRefusesNewOnes) {
   eng.start(seen.hooks());
   eng.enqueue(0, prompt(8, 1), 20);
   eng.enqueue(1, prompt(8, 2), 20);
+  go.set_value();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   EXPECT_TRUE(seen.cancelled[0]);
   EXPECT_TRUE(seen.cancelled[1]);
