@@ -2,6 +2,9 @@
 // paths). Round to nearest even, bit-identical to latprof::float_to_half.
 #include <immintrin.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "core/half.hpp"
 #include "kernels/cpu/internal.hpp"
 
@@ -22,6 +25,28 @@ void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n) {
     _mm256_storeu_ps(dst + i,
                      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   for (; i < n; ++i) dst[i] = half_to_float(src[i]);
+}
+
+void round_rows_f16_f16c(const float* x, int64_t m, int64_t n, float* out) {
+  const __m256 lim = _mm256_set1_ps(kF16Max);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t j = 0; j < m; ++j) {
+    const float* xj = x + j * n;
+    float* oj = out + j * n;
+    __m256 over = _mm256_setzero_ps();  // lanes beyond fp16's range, or NaN ("not <=" holds)
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+      const __m256 v = _mm256_loadu_ps(xj + k);
+      over = _mm256_or_ps(over, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), lim, _CMP_NLE_UQ));
+      _mm256_storeu_ps(oj + k, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+    }
+    bool in_range = _mm256_movemask_ps(over) == 0;
+    for (; k < n; ++k) {
+      in_range &= std::fabs(xj[k]) <= kF16Max;
+      oj[k] = half_to_float(float_to_half(xj[k]));
+    }
+    if (!in_range) std::memcpy(oj, xj, size_t(n) * sizeof(float));  // the row stays fp32
+  }
 }
 
 }  // namespace latprof::cpu::detail

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/internal.hpp"
 
@@ -43,6 +44,18 @@ void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const
     }
     return detail::with_rounded_activations(
         ws, n, x, m, [&](const Weight* w8, const float* xr) { gemm_group(w8, n, xr, m, ys); });
+  }
+  if (std::any_of(ws, ws + n, [](const Weight& w) { return w.type == WType::f16; })) {
+    // FP16 weights multiply activations rounded to fp16 (kernels.hpp): one rounded copy of x
+    // serves the group (the rounding depends on x alone).
+    if (!detail::same_input(ws, n)) {
+      for (int i = 0; i < n; ++i) gemm_group(ws + i, 1, x, m, ys + i);
+      return;
+    }
+    thread_local std::vector<float> xr;
+    xr.resize(size_t(m * ws[0].n_in));
+    detail::round_rows_f16(x, m, ws[0].n_in, xr.data());
+    x = xr.data();
   }
   if (active_isa() == Isa::avx512 && detail::same_input(ws, n))
     return detail::gemm_group_avx512(ws, n, x, m, ys);

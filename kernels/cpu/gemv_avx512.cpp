@@ -123,13 +123,28 @@ void block_many(const T* w, const float* x, int64_t n, float* y, int64_t ldy, in
   }
 }
 
+inline __m512 load_x(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 load_x(const float* p, __mmask16 k) {
+  return _mm512_maskz_loadu_ps(k, p);
+}
+inline __m512 load_x(const uint16_t* p) {
+  return load_w(p);
+}
+inline __m512 load_x(const uint16_t* p, __mmask16 k) {
+  return load_w(p, k);
+}
+
 // One activation row, fp16 weights: one row at a time, so a thread's rows [r0, r1) are one linear
 // stream (rows are contiguous), prefetched kLinearPrefetchBytes ahead. Four accumulators (64
 // weights per step) hide the FMA latency; compute is far from the limit at m = 1. (The blocked
 // form below, R = 4 rows at once for one shared activation load, reads R streams 2n bytes apart:
 // in one process, a tinyllama decode step's weights went from 85% to 98% of the read bandwidth
-// with this and the guided schedule of gemv.cpp; reports/cpu-kernels.md.)
-void row_stream(const uint16_t* w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+// with this and the guided schedule of gemv.cpp; reports/cpu-kernels.md.) The activations X are
+// fp32, or fp16 (gemv_rows_f16_x16: half the bytes the loop reads again for every row).
+template <class X>
+void row_stream(const uint16_t* w, const X* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   const uint16_t* end = w + r1 * n;  // no prefetch past the thread's share
   for (int64_t r = r0; r < r1; ++r) {
     const uint16_t* wr = w + r * n;
@@ -144,11 +159,11 @@ void row_stream(const uint16_t* w, const float* x, int64_t n, float* y, int64_t 
       }
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u)
-        acc[u] = _mm512_fmadd_ps(load_w(wr + k + 16 * u), _mm512_loadu_ps(x + k + 16 * u), acc[u]);
+        acc[u] = _mm512_fmadd_ps(load_w(wr + k + 16 * u), load_x(x + k + 16 * u), acc[u]);
     }
     for (; k < n; k += 16) {
       const __mmask16 mask = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
-      acc[0] = _mm512_fmadd_ps(load_w(wr + k, mask), _mm512_maskz_loadu_ps(mask, x + k), acc[0]);
+      acc[0] = _mm512_fmadd_ps(load_w(wr + k, mask), load_x(x + k, mask), acc[0]);
     }
     y[r] = _mm512_reduce_add_ps(
         _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
@@ -179,6 +194,24 @@ void rows_t(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, in
 }
 
 }  // namespace
+
+bool round_activations_f16(const float* x, int64_t n, uint16_t* xh) {
+  const __m512 lim = _mm512_set1_ps(kF16Max);
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  __mmask16 out = 0;  // lanes beyond fp16's range, or NaN (unordered: "not <=" holds)
+  int64_t k = 0;
+  for (; k < n; k += 16) {
+    const __mmask16 mask = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + k);
+    out |= _mm512_mask_cmp_ps_mask(mask, _mm512_and_ps(v, abs_mask), lim, _CMP_NLE_UQ);
+    _mm256_mask_storeu_epi16(xh + k, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  return out == 0;
+}
+
+void gemv_rows_f16_x16(const Weight& w, const uint16_t* xh, float* y, int64_t r0, int64_t r1) {
+  row_stream(static_cast<const uint16_t*>(w.data), xh, w.n_in, y, r0, r1);
+}
 
 void gemv_rows_avx512(const Weight& w, const float* x, int64_t m, float* y, int64_t r0,
                       int64_t r1) {

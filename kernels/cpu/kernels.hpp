@@ -41,6 +41,10 @@ int64_t gemv_max_rows();
 // AVX512-VNNI): i8 as int8 x int16 (vpdpwssd), i8a8 as uint8 x int8 (vpdpbusd). Otherwise, and in
 // the GEMM, in FP32 (i8a8 on the rounded activations).
 bool gemv_int8_dot();
+// FP16 weights (every path: GEMV, GEMM, each ISA) multiply activations rounded to FP16, to nearest
+// even, with products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do; a row with
+// an element beyond FP16's range (|x| > 65504) or NaN is multiplied unrounded. So a row's result
+// does not depend on the rows it is batched with beyond FP32 summation order.
 // Decode path: streams every weight byte exactly once for all m rows (m <= 8 intended).
 void gemv(const Weight& w, const float* x, int64_t m, float* y);
 // Prefill path: blocked, packed GEMM (fp16/int8 panels converted to fp32 once per block).

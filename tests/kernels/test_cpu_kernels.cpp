@@ -165,25 +165,53 @@ std::vector<double> rounded_i8(const std::vector<float>& x, int64_t m, int64_t n
   return out;
 }
 
-void check_linear(const LinearCase& c, int64_t m, uint32_t seed) {
+// x rounded to the nearest fp16 (ties to even), written out from the format: 11 significant bits
+// for |x| >= 2^-14, steps of 2^-24 below. Finite inputs within fp16's range only.
+double rounded_f16(double v) {
+  if (v == 0) return 0;
+  int e = 0;
+  std::frexp(v, &e);  // |v| = f * 2^e, f in [0.5, 1): the leading bit is 2^(e - 1)
+  const double ulp = std::ldexp(1.0, std::max(e - 1, -14) - 10);
+  return std::nearbyint(v / ulp) * ulp;
+}
+
+void check_linear(const LinearCase& c, int64_t m, uint32_t seed,
+                  std::vector<float> x = std::vector<float>()) {
   const LinearData d = make_weight(c, seed);
-  const std::vector<float> x = random_f32(size_t(m * c.n_in), seed + 7);
+  if (x.empty()) x = random_f32(size_t(m * c.n_in), seed + 7);
   // W8A8: the reference is the exact product of the rounded activations (the rounding itself is
   // judged against the unrounded product in LinearW8A8WithinHalfAStep).
   std::vector<double> xd(x.begin(), x.end());
   if (c.type == WType::i8a8) xd = rounded_i8(x, m, c.n_in);
-  std::vector<double> ref(size_t(m * c.n_out)), mag(ref.size());
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t o = 0; o < c.n_out; ++o) {
-      double s = 0, a = 0;
-      for (int64_t k = 0; k < c.n_in; ++k) {
-        const double p = xd[size_t(i * c.n_in + k)] * d.wd[size_t(o * c.n_in + k)];
-        s += p;
-        a += std::fabs(p);
-      }
-      ref[size_t(i * c.n_out + o)] = s;
-      mag[size_t(i * c.n_out + o)] = a;
+  // FP16 weights: every path rounds each activation row to fp16 unless an element is beyond
+  // fp16's range (kernels.hpp); the reference is the exact product of those rows.
+  if (c.type == WType::f16)
+    for (int64_t i = 0; i < m; ++i) {
+      bool in_range = true;
+      for (int64_t k = 0; k < c.n_in; ++k)
+        in_range &= std::fabs(x[size_t(i * c.n_in + k)]) <= 65504;
+      if (in_range)
+        for (int64_t k = 0; k < c.n_in; ++k)
+          xd[size_t(i * c.n_in + k)] = rounded_f16(xd[size_t(i * c.n_in + k)]);
     }
+  auto reference = [&](const std::vector<double>& xs, std::vector<double>& ref,
+                       std::vector<double>& mag) {
+    ref.assign(size_t(m * c.n_out), 0);
+    mag.assign(ref.size(), 0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t o = 0; o < c.n_out; ++o) {
+        double s = 0, a = 0;
+        for (int64_t k = 0; k < c.n_in; ++k) {
+          const double p = xs[size_t(i * c.n_in + k)] * d.wd[size_t(o * c.n_in + k)];
+          s += p;
+          a += std::fabs(p);
+        }
+        ref[size_t(i * c.n_out + o)] = s;
+        mag[size_t(i * c.n_out + o)] = a;
+      }
+  };
+  std::vector<double> ref, mag;
+  reference(xd, ref, mag);
   if (c.type == WType::i8) {
     // The AVX512-VNNI path quantises each activation row to int16 (step max|x| / 32767): each
     // product may be off by |w| * step / 2, so the bound grows by step / 2 * sum|w|. Added to the
@@ -245,6 +273,15 @@ TEST_P(Kernels, LinearOddShapes) {
     check_linear({t, 5, 2 * 65536 + 64 + 31}, 3, seed++);  // its linear stream of 2-4 rows
     check_linear({t, 5, 2 * 65536 + 64 + 31}, 7, seed++);
   }
+  // FP16 rows with an element beyond fp16's range stay fp32: finite, exact results (rounded to
+  // fp16 they would hold an inf); the other rows of the step are still rounded. One row (the
+  // AVX-512 fp16-row kernel), a few (GEMV), many (GEMM).
+  for (const int64_t m : {1, 3, 40})
+    for (const float big : {7e4f, -1e6f}) {
+      std::vector<float> x = random_f32(size_t(m * (2048 + 5)), seed);
+      x[17] = big;
+      check_linear({WType::f16, 40, 2048 + 5}, m, seed++, x);
+    }
 }
 
 TEST_P(Kernels, SyncStatsCountEachParallelRegion) {

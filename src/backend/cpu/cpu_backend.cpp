@@ -48,7 +48,10 @@ class CpuBackend final : public Backend {
   }
 
   std::string matmul_note(WeightType t) const override {
-    if (t == WeightType::f16) return "";
+    if (t == WeightType::f16)
+      return "fp16 on the CPU: each matmul multiplies the FP16 weights by its activations rounded "
+             "to FP16 (to nearest even; a row with an element beyond +-65504 is left as is), "
+             "products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do";
     const std::string rows = std::to_string(cpu::gemv_max_rows());
     const bool dot = cpu::gemv_int8_dot();
     if (t == WeightType::i8)
