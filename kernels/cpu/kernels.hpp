@@ -43,8 +43,9 @@ int64_t gemv_max_rows();
 bool gemv_int8_dot();
 // FP16 weights (every path: GEMV, GEMM, each ISA) multiply activations rounded to FP16, to nearest
 // even, with products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do; a row with
-// an element beyond FP16's range (|x| > 65504) or NaN is multiplied unrounded. So a row's result
-// does not depend on the rows it is batched with beyond FP32 summation order.
+// an element beyond FP16's range (|x| > 65504) or NaN is multiplied unrounded. (A row computed
+// alone or batched differs by FP32 summation order, which the rounding can carry across an FP16
+// rounding boundary: the engine tests' logit tolerance, tests/support/logit_recorder.hpp.)
 // Decode path: streams every weight byte exactly once for all m rows (m <= 8 intended).
 void gemv(const Weight& w, const float* x, int64_t m, float* y);
 // Prefill path: blocked, packed GEMM (fp16/int8 panels converted to fp32 once per block).
