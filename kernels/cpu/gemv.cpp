@@ -120,7 +120,7 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   if (w0.type == WType::f16) {
     if (m == 1 && active_isa() == Isa::avx512) {
       xh.resize(size_t(n_in));
-      if (detail::round_activations_f16(x, n_in, xh.data())) x16 = xh.data();
+      if (detail::f32_to_f16_in_range_f16c(x, xh.data(), n_in)) x16 = xh.data();
     } else {
       xr.resize(size_t(m * n_in));
       detail::round_rows_f16(x, m, n_in, xr.data());

@@ -195,20 +195,6 @@ void rows_t(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, in
 
 }  // namespace
 
-bool round_activations_f16(const float* x, int64_t n, uint16_t* xh) {
-  const __m512 lim = _mm512_set1_ps(kF16Max);
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  __mmask16 out = 0;  // lanes beyond fp16's range, or NaN (unordered: "not <=" holds)
-  int64_t k = 0;
-  for (; k < n; k += 16) {
-    const __mmask16 mask = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
-    const __m512 v = _mm512_maskz_loadu_ps(mask, x + k);
-    out |= _mm512_mask_cmp_ps_mask(mask, _mm512_and_ps(v, abs_mask), lim, _CMP_NLE_UQ);
-    _mm256_mask_storeu_epi16(xh + k, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-  }
-  return out == 0;
-}
-
 void gemv_rows_f16_x16(const Weight& w, const uint16_t* xh, float* y, int64_t r0, int64_t r1) {
   row_stream(static_cast<const uint16_t*>(w.data), xh, w.n_in, y, r0, r1);
 }

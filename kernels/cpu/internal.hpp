@@ -39,10 +39,8 @@ struct AlignedFloats {
 void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
 void gemv_rows_avx2(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
 void gemv_rows_avx512(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
-// FP16 weights, one activation row on AVX-512 (gemv_avx512.cpp): the row rounded to fp16 (round
-// to nearest even) into xh[n]; false, and xh unusable, when an element is beyond fp16's range
-// (|x| > kF16Max) or NaN, and the caller takes the fp32 path. Then rows [r0, r1) of y = xh · Wᵀ.
-bool round_activations_f16(const float* x, int64_t n, uint16_t* xh);
+// FP16 weights, one activation row on AVX-512 (gemv_avx512.cpp): rows [r0, r1) of y = xh · Wᵀ,
+// xh the row in fp16 (f32_to_f16_in_range_f16c).
 void gemv_rows_f16_x16(const Weight& w, const uint16_t* xh, float* y, int64_t r0, int64_t r1);
 // INT8 weights with AVX512-VNNI (gemv_vnni_avx512.cpp): activations quantised once per call to
 // int16 rows of stride ldx (a multiple of 32, zero-padded) with one scale per row.
@@ -218,10 +216,12 @@ void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out);
 
 // fp32 -> fp16 (round to nearest even) and back, n elements, with F16C.
 void f32_to_f16_f16c(const float* src, uint16_t* dst, int64_t n);
+inline constexpr float kF16Max = 65504.0f;  // the largest finite fp16
+// The same, and whether every element was within fp16's range (|x| <= kF16Max, not NaN).
+bool f32_to_f16_in_range_f16c(const float* src, uint16_t* dst, int64_t n);
 // FP16-weight matmuls' activations (kernels.hpp): each of m rows of n rounded to the nearest fp16
 // (ties to even) and back to fp32 into out, or copied unchanged when an element is beyond fp16's
-// range (|x| > kF16Max) or NaN. round_rows_f16 dispatches (F16C, else portable).
-inline constexpr float kF16Max = 65504.0f;  // the largest finite fp16
+// range or NaN. round_rows_f16 dispatches (F16C, else portable).
 void round_rows_f16(const float* x, int64_t m, int64_t n, float* out);
 void round_rows_f16_f16c(const float* x, int64_t m, int64_t n, float* out);
 void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n);

@@ -263,6 +263,26 @@ RunReport report_for(const std::string& model, const Ceilings& c, double time_fa
   }
   return r;
 }
+// A llama-2-7b fp16 report of one prefill op over `input` prompt tokens in `calls` calls, its
+// cost from the cost model (CPU precision: fp32 activations); the caller sets the row's times and
+// rates, then runs the checks.
+RunReport prefill_op_report(const Ceilings& c, Op op, int64_t input, int64_t calls) {
+  RunReport r;
+  const ModelConfig m = find_model("llama-2-7b");
+  r.model_config = model_to_json(m);
+  r.run.model = "llama-2-7b";
+  r.run.dtype = "fp16";
+  r.run.input_tokens = input;
+  r.run.output_tokens = 2;
+  r.ceilings = c;
+  Row row;
+  row.stage = "prefill";
+  row.name = op_name(op);
+  row.calls = calls;
+  row.cost = forward_cost(m, precision_for("fp16", 4, 2), 1, input, 0)[int(op)];
+  r.ops.push_back(row);
+  return r;
+}
 int count(const RunReport& r, const std::string& level) {
   int n = 0;
   for (const auto& c : r.checks) n += c.level == level;
@@ -309,24 +329,12 @@ TEST(Physics, ActivationsThatFitInCacheAreNotHeldToTheDramRoof) {
   c.matmul_flops_per_s = c.vector_flops_per_s = 444e9;
   c.cache_bytes = 503e6;
   auto make = [&](double cache) {
-    RunReport r;
-    const ModelConfig m = find_model("llama-2-7b");
-    r.model_config = model_to_json(m);
-    r.run.model = "llama-2-7b";
-    r.run.dtype = "fp16";
-    r.run.input_tokens = 500;
-    r.run.output_tokens = 2;
-    r.ceilings = c;
-    r.ceilings.cache_bytes = cache;
-    const Precision p = precision_for("fp16", 4, 2);
-    Row row;
-    row.stage = "prefill";
-    row.name = "residual";
-    row.calls = 64;
-    row.cost = forward_cost(m, p, 1, 500, 0)[int(Op::residual)];
+    Ceilings cc = c;
+    cc.cache_bytes = cache;
+    RunReport r = prefill_op_report(cc, Op::residual, 500, 64);
+    Row& row = r.ops[0];
     row.floor_ms = roofline_point(row.cost, c.vector_flops_per_s, c.mem_bw_bytes_per_s).floor_ms;
     row.time_ms = 0.6 * row.floor_ms;
-    r.ops.push_back(row);
     add_physics_checks(r);
     return r;
   };
@@ -359,26 +367,13 @@ TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
 TEST(Physics, AttentionMfuAboveOneByTheConventionIsNoError) {
   const Ceilings c = to_ceilings(find_hardware("a100-80gb-sxm"));
   auto make = [&](bool causal) {
-    RunReport r;
-    const ModelConfig m = find_model("llama-2-7b");
-    r.model_config = model_to_json(m);
-    r.run.model = "llama-2-7b";
-    r.run.dtype = "fp16";
-    r.run.input_tokens = 2000;
-    r.run.output_tokens = 2;
-    r.ceilings = c;
-    const Precision p = precision_for("fp16", 2, 2);
-    Row row;
-    row.stage = "prefill";
-    row.name = "attention";
-    row.calls = 32;
-    row.cost = forward_cost(m, p, 1, 2000, 0)[int(Op::attention)];
+    RunReport r = prefill_op_report(c, Op::attention, 2000, 32);
+    Row& row = r.ops[0];
     if (!causal) row.cost.model_flops = row.cost.flops;
-    const double peak = c.peak_for(Op::attention, p);
+    const double peak = c.peak_for(Op::attention, precision_for("fp16", 4, 2));
     row.time_ms = row.cost.flops / (0.6 * peak) * 1e3;
     row.mfu = row.cost.model_flops / (row.time_ms / 1e3) / peak;
     if (!causal) row.mfu = 1.2;  // no convention to explain it: a timing error
-    r.ops.push_back(row);
     add_physics_checks(r);
     return r;
   };
