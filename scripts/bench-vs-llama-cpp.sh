@@ -68,6 +68,7 @@ med = statistics.median
 def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
 rows = {d: [] for d in dtypes}
 derived = False
+unmeasured = 0
 for r in range(1, reps + 1):
     bw = (bws[r - 1] + bws[r]) / 2  # the stream_read samples either side of this repetition
     for d in rows:
@@ -77,9 +78,13 @@ for r in range(1, reps + 1):
             tg = json.load(open(f"{tmp}/lb-tg-{d}-{r}.json"))[0]
         except FileNotFoundError:  # no -d: generation time = (prompt + generation) - prompt
             pg = json.load(open(f"{tmp}/lb-pg-{d}-{r}.json"))[0]
+            gen_ns = pg["avg_ns"] - pp["avg_ns"]
+            # Not measurable when the prompt's run-to-run spread exceeds the generation time
+            # (a long INPUT with a short OUTPUT): left out, not a negative or inflated rate.
             tg = dict(model_size=pp["model_size"],
-                      avg_ts=pg["n_gen"] / ((pg["avg_ns"] - pp["avg_ns"]) / 1e9))
+                      avg_ts=pg["n_gen"] / (gen_ns / 1e9) if gen_ns > 0 else float("nan"))
             derived = True
+            unmeasured += gen_ns <= 0
         dec, pre = stage(j, "decode"), stage(j, "prefill")
         lp_tg = (j["run"]["output_tokens"] - 1) / (dec["time_ms"] / 1e3)
         lp_pp = j["run"]["input_tokens"] / (pre["time_ms"] / 1e3)
@@ -93,25 +98,34 @@ print(f"\n{model}, {f['threads']} threads, {f['cpu']}, {reps} interleaved repeti
 print("stream_read (independent) at each repetition boundary: " + ", ".join(f"{b/1e9:.1f}" for b in bws) + " GB/s")
 print(f"{'':6} {'decode tok/s latprof vs llama.cpp':>34} {'latprof % stream':>17} {'llama.cpp % stream*':>20} "
       f"{'prefill tok/s latprof vs llama.cpp':>35} {'prefill % FMA':>14}")
+def tg_cols(rs):  # llama.cpp's decode columns over the repetitions where it was measured
+    ok = [x for x in rs if x["lb_tg"] == x["lb_tg"]]
+    if not ok:
+        return f"{med([x['lp_tg'] for x in rs]):8.2f} vs     n/a {'':24}", "n/a"
+    r = [x["lp_tg"] / x["lb_tg"] for x in ok]
+    return (f"{med([x['lp_tg'] for x in rs]):8.2f} vs {med([x['lb_tg'] for x in ok]):7.2f} "
+            f"({med(r):4.2f}x, per-rep {min(r):.2f}-{max(r):.2f})"), f"{med([100 * x['lb_gbs'] / x['bw'] for x in ok]):.1f}"
 for d, rs in rows.items():
-    lp_tg, lb_tg = med([x["lp_tg"] for x in rs]), med([x["lb_tg"] for x in rs])
     lp_pp, lb_pp = med([x["lp_pp"] for x in rs]), med([x["lb_pp"] for x in rs])
-    tg_ratio = med([x["lp_tg"] / x["lb_tg"] for x in rs])
     pp_ratio = med([x["lp_pp"] / x["lb_pp"] for x in rs])
     lp_pct = med([100 * x["lp_gbs"] / x["bw"] for x in rs])
-    lb_pct = med([100 * x["lb_gbs"] / x["bw"] for x in rs])
-    print(f"{d:6} {lp_tg:8.2f} vs {lb_tg:7.2f} ({tg_ratio:4.2f}x, per-rep {min(x['lp_tg']/x['lb_tg'] for x in rs):.2f}-{max(x['lp_tg']/x['lb_tg'] for x in rs):.2f}) "
-          f"{lp_pct:16.1f}% {lb_pct:19.1f}% {lp_pp:8.1f} vs {lb_pp:7.1f} ({pp_ratio:4.2f}x, per-rep "
+    tg, lb_pct = tg_cols(rs)
+    print(f"{d:6} {tg} "
+          f"{lp_pct:16.1f}% {lb_pct:>19}% {lp_pp:8.1f} vs {lb_pp:7.1f} ({pp_ratio:4.2f}x, per-rep "
           f"{min(x['lp_pp']/x['lb_pp'] for x in rs):.2f}-{max(x['lp_pp']/x['lb_pp'] for x in rs):.2f}) "
           f"{med([x['fma'] for x in rs]):13.1f}%")
 # Per token: FP16 time / INT8 time (same token count), against FP16 bytes / INT8 bytes.
 if "fp16" in rows and "int8" in rows:
     speed = med([a["dec_ms"] / b["dec_ms"] for a, b in zip(rows["fp16"], rows["int8"])])
     byte_ratio = med([a["dec_bytes"] / b["dec_bytes"] for a, b in zip(rows["fp16"], rows["int8"])])
-    lb_ratio = med([b["lb_tg"] / a["lb_tg"] for a, b in zip(rows["fp16"], rows["int8"])])
+    lb = [b["lb_tg"] / a["lb_tg"] for a, b in zip(rows["fp16"], rows["int8"])
+          if a["lb_tg"] == a["lb_tg"] and b["lb_tg"] == b["lb_tg"]]
     print(f"latprof INT8/FP16 decode speed {speed:.2f}x, byte ratio {byte_ratio:.2f}x ({speed/byte_ratio:.2f} of it); "
-          f"llama.cpp Q8_0/F16 {lb_ratio:.2f}x")
+          f"llama.cpp Q8_0/F16 " + (f"{med(lb):.2f}x" if lb else "n/a"))
 if derived:
     print("llama.cpp decode from -pg INPUT,OUTPUT less -p INPUT (this llama-bench has no -d)")
+if unmeasured:
+    print(f"llama.cpp decode not measurable in {unmeasured} run(s): -pg took no longer than -p "
+          "(the prompt's spread exceeds the generation); left out; raise OUTPUT")
 print("* llama.cpp GB/s = tok/s x model file size (weights only; latprof's column adds KV-cache reads)")
 PY
