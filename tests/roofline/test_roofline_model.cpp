@@ -304,6 +304,36 @@ TEST(Physics, FasterThanTheFloorIsATimingError) {
   EXPECT_EQ(count(honest, "error"), 0);
 }
 
+// The memory roof is the mean of the reads just before and after a run; on a machine whose
+// bandwidth changes from one moment to the next a memory-bound op can beat it without a timing
+// error. Below the floor at the roof but not at the highest read of the run: a warning that says
+// so; below the floor even there: still an error.
+TEST(Physics, BandwidthThatChangedDuringTheRunIsAWarningNotATimingError) {
+  Ceilings c;
+  c.device = "test CPU";
+  c.mem_bw_bytes_per_s = 33e9;
+  c.matmul_flops_per_s = c.vector_flops_per_s = 233e9;
+  auto make = [&](double after, double mbu) {
+    RunReport r = report_for("llama-2-7b", c, 0.7);  // 1.43x faster than the floor at 33 GB/s
+    r.ceilings_info = {{"read_bandwidth_before", 33e9}, {"read_bandwidth_after", after}};
+    r.metrics.mbu = mbu;
+    add_physics_checks(r);
+    return r;
+  };
+  const RunReport drifted = make(52e9, 1.3);  // the floor at 52 GB/s: 0.63x of it
+  EXPECT_EQ(count(drifted, "error"), 0);
+  EXPECT_EQ(count(drifted, "warning"), 3);  // two ops and the MBU
+  for (const auto& k : drifted.checks)
+    if (k.level == "warning") {
+      EXPECT_NE(k.message.find("uncertain"), std::string::npos) << k.message;
+    }
+  const RunReport too_fast = make(36e9, 1.6);  // 36 GB/s does not explain 1.43x, nor MBU 160%
+  EXPECT_EQ(count(too_fast, "error"), 3);
+  RunReport no_reads = report_for("llama-2-7b", c, 0.7);  // no reads recorded: as before
+  add_physics_checks(no_reads);
+  EXPECT_EQ(count(no_reads, "error"), 2);
+}
+
 TEST(Physics, CacheResidentWorkingSetSaysTheMemoryRoofDoesNotApply) {
   Ceilings c = to_ceilings(find_hardware("a100-80gb-sxm"));  // 40 MiB L2 > tiny's 250 KB
   RunReport r = report_for("tiny", c, 0.5);
