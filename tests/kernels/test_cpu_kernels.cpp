@@ -275,8 +275,9 @@ TEST_P(Kernels, LinearOddShapes) {
   }
   // FP16 rows with an element beyond fp16's range stay fp32: finite, exact results (rounded to
   // fp16 they would hold an inf); the other rows of the step are still rounded. One row (the
-  // AVX-512 fp16-row kernel), a few (GEMV), many (GEMM).
-  for (const int64_t m : {1, 3, 40})
+  // AVX-512 fp16-row kernel), a few (GEMV), many (GEMM), and enough that all threads round them
+  // (round_rows_f16: 2^18 elements and up).
+  for (const int64_t m : {1, 3, 40, 130})
     for (const float big : {7e4f, -1e6f}) {
       std::vector<float> x = random_f32(size_t(m * (2048 + 5)), seed);
       x[17] = big;
