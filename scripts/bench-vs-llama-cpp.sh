@@ -61,11 +61,12 @@ for r in $(seq 1 "$reps"); do
 done
 echo "== stream_read (after)" >&2; stream
 python3 - "$tmp" "$model" "$reps" $dtypes <<'PY'
-import json, re, statistics, sys
+import json, math, re, statistics, sys
 tmp, model, reps, dtypes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 bws = [float(m) * 1e9 for m in re.findall(r"best_GBps=([0-9.]+)", open(f"{tmp}/stream.txt").read())]
 med = statistics.median
 def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
+def measured(x): return not math.isnan(x["lb_tg"])  # llama.cpp's decode (see below)
 rows = {d: [] for d in dtypes}
 derived = False
 unmeasured = 0
@@ -99,7 +100,7 @@ print("stream_read (independent) at each repetition boundary: " + ", ".join(f"{b
 print(f"{'':6} {'decode tok/s latprof vs llama.cpp':>34} {'latprof % stream':>17} {'llama.cpp % stream*':>20} "
       f"{'prefill tok/s latprof vs llama.cpp':>35} {'prefill % FMA':>14}")
 def tg_cols(rs):  # llama.cpp's decode columns over the repetitions where it was measured
-    ok = [x for x in rs if x["lb_tg"] == x["lb_tg"]]
+    ok = [x for x in rs if measured(x)]
     if not ok:
         return f"{med([x['lp_tg'] for x in rs]):8.2f} vs     n/a {'':24}", "n/a"
     r = [x["lp_tg"] / x["lb_tg"] for x in ok]
@@ -119,7 +120,7 @@ if "fp16" in rows and "int8" in rows:
     speed = med([a["dec_ms"] / b["dec_ms"] for a, b in zip(rows["fp16"], rows["int8"])])
     byte_ratio = med([a["dec_bytes"] / b["dec_bytes"] for a, b in zip(rows["fp16"], rows["int8"])])
     lb = [b["lb_tg"] / a["lb_tg"] for a, b in zip(rows["fp16"], rows["int8"])
-          if a["lb_tg"] == a["lb_tg"] and b["lb_tg"] == b["lb_tg"]]
+          if measured(a) and measured(b)]
     print(f"latprof INT8/FP16 decode speed {speed:.2f}x, byte ratio {byte_ratio:.2f}x ({speed/byte_ratio:.2f} of it); "
           f"llama.cpp Q8_0/F16 " + (f"{med(lb):.2f}x" if lb else "n/a"))
 if derived:
