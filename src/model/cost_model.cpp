@@ -122,7 +122,7 @@ OpCosts forward_cost(const ModelConfig& m, const Precision& p, int64_t n_seq, in
   const double norm_rows = 2 * L * rows + logit_rows;
   norm.flops = norm_rows * d * kNormFlopsPerElem;
   norm.model_flops = 0;  // not part of the 2N convention
-  norm.weight_bytes = (2 * L + 1) * d * p.norm_weight_bytes;
+  norm.weight_bytes = (2 * L + (logit_rows > 0 ? 1 : 0)) * d * p.norm_weight_bytes;
   norm.act_bytes = norm_rows * 2 * d * A;
 
   ops[int(Op::qkv_proj)] = linear(p, rows, qd + 2 * kvd, d) * L;
@@ -170,7 +170,7 @@ OpCosts forward_cost(const ModelConfig& m, const Precision& p, int64_t n_seq, in
   sw.act_bytes = L * rows * ffn * 3 * A;
 
   ops[int(Op::mlp_down)] = linear(p, rows, d, ffn) * L;
-  ops[int(Op::lm_head)] = linear(p, logit_rows, V, d);
+  if (logit_rows > 0) ops[int(Op::lm_head)] = linear(p, logit_rows, V, d);
   return ops;
 }
 
@@ -184,7 +184,7 @@ Cost sample_cost(const ModelConfig& m, const Precision& p, int64_t n_seq) {
 OpCosts step_cost(const ModelConfig& m, const Precision& p, const std::vector<StepSeq>& seqs) {
   OpCosts sum{};
   for (const StepSeq& q : seqs) {
-    const OpCosts one = forward_cost(m, p, 1, q.n_new, q.past);
+    const OpCosts one = forward_cost(m, p, 1, q.n_new, q.past, q.logits ? 1 : 0);
     for (int i = 0; i < kNumOps; ++i) {
       const double w = std::max(sum[i].weight_bytes, one[i].weight_bytes);
       sum[i] += one[i];

@@ -78,13 +78,16 @@ Cost total(const OpCosts& ops);
 struct StepSeq {
   int64_t n_new = 0;
   int64_t past = 0;
+  bool logits = true;  // its last token goes through the final norm and LM head (false: a chunk
+                       // of a prompt before its last, which samples nothing)
 };
 OpCosts step_cost(const ModelConfig& m, const Precision& p, const std::vector<StepSeq>& seqs);
 
 // One forward pass over n_seq sequences that each append n_new tokens after `ctx0` cached ones.
 // Prefill: n_new = prompt length, ctx0 = 0. Decode step: n_new = 1, ctx0 = tokens so far.
 // logits_rows_per_seq: how many positions per sequence go through the final norm and LM head
-// (1: only the last, as serving engines do).
+// (1: only the last, as serving engines do; 0: none, and then the LM head's and the final norm's
+// weights are not read).
 OpCosts forward_cost(const ModelConfig& m, const Precision& p, int64_t n_seq, int64_t n_new,
                      int64_t ctx0, int64_t logits_rows_per_seq = 1);
 // Sampling n_seq tokens from [n_seq, vocab] logits.

@@ -67,8 +67,10 @@ void forward(LoadedModel& m, Profiler& prof, const StepDesc& st,
     }
     if (on_layer) on_layer(l);
   }
+  // Only the rows that are sampled go through the final norm and the LM head (none in a step
+  // that only holds chunks of prompts before their last).
+  if (st.n_logits <= 0) return;
   {
-    // Only the rows that are sampled go through the final norm and the LM head.
     auto s = prof.op(Op::norm);
     b.gather_rows(m.x, st.logits_rows, st.n_logits, c.dim, m.last);  // last: [n_logits, dim]
     b.rmsnorm(m.last, m.final_norm, st.n_logits, c.dim, eps, m.last);

@@ -331,8 +331,8 @@ RunReport run_load(const RunOptions& o) {
     std::vector<std::pair<int64_t, OpCosts>> own;
     int64_t n_logits = 0;
     for (const auto& q : seqs) {
-      all.push_back({q.n_new, q.past});
-      OpCosts c = step_cost(cfg, p, {{q.n_new, q.past}});
+      all.push_back({q.n_new, q.past, q.sample});
+      OpCosts c = step_cost(cfg, p, {{q.n_new, q.past, q.sample}});
       if (q.sample) {
         c[int(Op::sample)] = sample_cost(cfg, p, 1);
         ++n_logits;

@@ -53,8 +53,8 @@ struct StepTimes {
   double forward_ms = 0, sample_ms = 0, detok_ms = 0;
   Backend::SyncTime sync;  // the host thread pool's synchronisation in the step
   bool replayed = false;
-  bool prefill = false;                           // before (and with) sequence 0's first token
-  std::vector<std::pair<int64_t, int64_t>> seqs;  // (tokens, cached positions before) per seq
+  bool prefill = false;       // before (and with) sequence 0's first token
+  std::vector<StepSeq> seqs;  // per sequence: tokens, cached positions before, whether it samples
 };
 
 // What one request (a batch of o.batch sequences arriving together) measured. Stage times
@@ -145,8 +145,10 @@ class Request {
       StepTimes st;
       for (int64_t i = 0; i < batch.num_seqs(); ++i) {
         const int64_t n = batch.query_start[size_t(i) + 1] - batch.query_start[size_t(i)];
-        st.seqs.emplace_back(n, batch.context_lens[size_t(i)] - n);
+        st.seqs.push_back({n, batch.context_lens[size_t(i)] - n, false});
       }
+      for (int32_t row : batch.logits_rows)
+        st.seqs[size_t(batch.seq_of_token[size_t(row)])].logits = true;
       t.steps.push_back(std::move(st));
     };
     eng.on_token = [&](int64_t id, int32_t token) {
@@ -551,9 +553,7 @@ RunReport run_benchmark(const RunOptions& o) {
   // that shares steps with sequence 0's decode counts as decode work).
   OpCosts prefill_ops{}, decode_ops{};
   for (const StepTimes& st : med.steps) {
-    std::vector<StepSeq> seqs;
-    for (const auto& [n, past] : st.seqs) seqs.push_back({n, past});
-    const OpCosts c = step_cost(cfg, p, seqs);
+    const OpCosts c = step_cost(cfg, p, st.seqs);
     OpCosts& into = st.prefill ? prefill_ops : decode_ops;
     for (int i = 0; i < kNumOps; ++i) into[i] += c[i];
   }
@@ -661,10 +661,8 @@ RunReport run_benchmark(const RunOptions& o) {
   r.timeline = med.timeline;
   // ---- the engine's steps of the median repeat, with their cost-model work ----
   for (const StepTimes& st : med.steps) {
-    std::vector<StepSeq> seqs;
-    for (const auto& [n, past] : st.seqs) seqs.push_back({n, past});
     r.steps.push_back(step_row(st.rec, st.begin_ms, st.forward_ms, st.sample_ms, st.sync,
-                               total(step_cost(cfg, p, seqs)), r.ceilings, p));
+                               total(step_cost(cfg, p, st.seqs)), r.ceilings, p));
   }
   fill_sync_metrics(r);
 

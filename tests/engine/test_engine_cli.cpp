@@ -60,6 +60,22 @@ TEST(EngineCli, DefaultBudgetIsTheBackendsAndChunksLongPrompts) {
   EXPECT_GT(j["steps"][1]["prefill_tokens"].get<int64_t>(), 0) << "the second prompt's rest";
 }
 
+TEST(EngineCli, ChunkedPrefillRunsAndCountsTheLmHeadOnce) {
+  // A 40-token prompt in chunks of 16: only the last chunk's step computes logits, so the
+  // prefill's LM head is one call reading the head's weights once, as one decode step does (the
+  // cost model once counted every chunk's, and the physics check failed on such runs).
+  const json j = run("--input 40 --output 4 --max-batched-tokens 16", "chunked");
+  const json* pre = nullptr;
+  const json* dec = nullptr;
+  for (const auto& o : j["ops"])
+    if (o["name"] == "lm_head") (o["stage"] == "prefill" ? pre : dec) = &o;
+  ASSERT_TRUE(pre && dec) << j["ops"].dump();
+  EXPECT_EQ((*pre)["calls"], 1);
+  EXPECT_EQ((*dec)["calls"], 3);
+  EXPECT_DOUBLE_EQ((*pre)["weight_bytes"].get<double>() * 3, (*dec)["weight_bytes"].get<double>());
+  for (const auto& c : j["checks"]) EXPECT_NE(c.value("level", ""), "error") << c.dump();
+}
+
 TEST(EngineCli, TraceHasATrackOfSteps) {
   const auto dir = cli_test::temp_dir("engine");
   const std::string trace = (dir / "steps.trace.json").string();

@@ -63,6 +63,24 @@ TEST(CostModel, PrefillWeightsReadOnceAndCausalAttention) {
   EXPECT_DOUBLE_EQ(many[int(Op::lm_head)].flops, one[int(Op::lm_head)].flops);
 }
 
+TEST(CostModel, PromptChunksBeforeTheLastReadNoLmHead) {
+  // A chunked prefill: only the chunk that ends the prompt samples, so only its step reads the
+  // LM head and the final norm's weights.
+  const ModelConfig m = find_model("tinyllama-1.1b");
+  const Precision p = precision_for("int8", 4, 2);
+  const OpCosts early = step_cost(m, p, {{512, 0, false}});
+  const OpCosts last = step_cost(m, p, {{512, 512, true}});
+  EXPECT_EQ(early[int(Op::lm_head)].weight_bytes, 0);
+  EXPECT_EQ(early[int(Op::lm_head)].flops, 0);
+  EXPECT_DOUBLE_EQ(last[int(Op::lm_head)].weight_bytes, 32000.0 * 2048 + 32000 * 4);
+  EXPECT_DOUBLE_EQ(last[int(Op::norm)].weight_bytes - early[int(Op::norm)].weight_bytes,
+                   2048.0 * p.norm_weight_bytes);
+  // One sequence that samples in a step with one that does not: the head is read once.
+  const OpCosts both = step_cost(m, p, {{512, 0, false}, {1, 700, true}});
+  EXPECT_DOUBLE_EQ(both[int(Op::lm_head)].weight_bytes, last[int(Op::lm_head)].weight_bytes);
+  EXPECT_DOUBLE_EQ(both[int(Op::lm_head)].flops, 2.0 * 32000 * 2048);
+}
+
 TEST(CostModel, DecodeSumsStepsWithGrowingContext) {
   const ModelConfig m = find_model("tiny");
   const Precision p = precision_for("fp16", 4, 2);
