@@ -528,7 +528,10 @@ void chunk_gqa(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp,
                float* part) {
   constexpr int B = kDecBlock;
   // Prefetch distance in rows: ~8 KB of K (or V) ahead, 16 rows at tinyllama's 512-byte rows
-  // (0.88-0.94x the time of 6 rows, 3 KB, from DRAM; 32 and 64 rows no better).
+  // (0.88-0.94x the time of 6 rows, 3 KB, from DRAM; 32 and 64 rows no better). Into L2, not
+  // L1 (prefetcht2): the fp32 copies kb and vb live in L1, and a burst of 16 rows of prefetches
+  // into L1 at each sub-block evicted them; on Zen 4 from DRAM 0.8-0.93x the time of
+  // prefetcht0 (4 KB or 16 KB ahead the same), with the cache in L3 the same.
   const int kAhead = int(std::clamp<int64_t>(8192 / (int64_t(a.n_kv_heads) * a.hd * 2), 4, 32));
   const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
   const int nv = (hd + 15) / 16, hdp = 16 * nv;
@@ -561,7 +564,7 @@ void chunk_gqa(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp,
             if (kahead)
               for (int l = 0; l < hd; l += 32)
                 _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(kvh) * hd + l),
-                             _MM_HINT_T0);
+                             _MM_HINT_T2);
             cvt_head(src, kbp + (int64_t(kvh) * 16 + j) * hdp, nv, hd);
           }
         } else {  // past the last key: finite scores that nobody reads
@@ -607,7 +610,7 @@ void chunk_gqa(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp,
           if (vahead)
             for (int l = 0; l < hd; l += 32)
               _mm_prefetch(reinterpret_cast<const char*>(vahead + int64_t(kvh) * hd + l),
-                           _MM_HINT_T0);
+                           _MM_HINT_T2);
           cvt_head(src, vbp + (int64_t(j) * a.n_kv_heads + kvh) * hdp, nv, hd);
         }
       }
