@@ -498,7 +498,16 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
       int64_t r16[16];
       for (int j = 0; j < 16; ++j) r16[j] = ro[jb + std::min(j, jn - 1)];
       if (phase == nsb) softmax_block(a, s, j0, nb_all, sc, part);
-      for (int h = 0; h < nh; ++h)
+      for (int h = 0; h < nh; ++h) {
+        // The sub-block's rows' slices two heads ahead, into L2: 0.94x the time from DRAM at
+        // 7B's context 2,000 and 4,000 on Zen 4 (the same at 500; four or eight heads ahead, or
+        // into L1, no better or slower).
+        if (h + 2 < nh) {
+          const uint16_t* pb = (phase < nsb ? a.k_cache : a.v_cache) + int64_t(h + 2) * hd;
+          for (int j = 0; j < jn; ++j)
+            for (int l = 0; l < hd; l += 32)
+              _mm_prefetch(reinterpret_cast<const char*>(pb + r16[j] + l), _MM_HINT_T2);
+        }
         for (int64_t t = 0; t < nt; ++t) {
           const auto [lo, hi] = visible(a, s, t, j0, jb, jn);
           if (lo >= hi) continue;
@@ -514,6 +523,7 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
             }
           }
         }
+      }
     }
   }
 }
