@@ -321,7 +321,9 @@ TEST_P(Kernels, LinearGroupMatchesOneByOne) {
   uint32_t seed = 700;
   for (WType t : {WType::f16, WType::i8, WType::i8a8})
     for (int64_t m : {1, 5, 12, 33, 70}) {
-      // n_in 600: fp16 rows of 1,200 bytes, 216-row chunks, so the first weight has two.
+      // n_in 600: fp16 rows of 1,200 bytes, 216-row chunks, so the second weight has two and,
+      // on two threads, the first run of chunks (half of the four) spans the first weight and
+      // the second's first chunk: one kernel call each.
       const LinearData a = make_weight({t, 300, 600}, seed++),
                        b = make_weight({t, 40, 600}, seed++), c = make_weight({t, 7, 600}, seed++),
                        d = make_weight({t, 9, 64}, seed++);
@@ -330,7 +332,7 @@ TEST_P(Kernels, LinearGroupMatchesOneByOne) {
         SCOPED_TRACE(std::string(type_name(t)) + " m=" + std::to_string(m) +
                      (mixed ? " mixed n_in" : ""));
         const LinearData& third = mixed ? d : c;
-        const Weight ws[] = {a.w, b.w, third.w};
+        const Weight ws[] = {b.w, a.w, third.w};
         std::vector<std::vector<float>> want(3), got(3);
         float* ys[3];
         for (int i = 0; i < 3; ++i) {
