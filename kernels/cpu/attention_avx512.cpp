@@ -338,61 +338,6 @@ inline void pv_tile_any(int hb, int cb, const float* p, int64_t pstride, int n, 
   }
 }
 
-// MHA (one query head per kv head): 16 scores of one head against 16 key rows read straight from
-// the fp16 cache (row j at base + ro[j]) and converted in registers: no fp32 copy is stored and
-// reloaded (at 7B's heads those copies' stores and the per-key horizontal reductions made the
-// path compute-bound even with the cache in L3). `last` masks the head's last vector (hd % 16).
-inline void scores16_f16(const float* q, const uint16_t* base, const int64_t* ro, int nv,
-                         __mmask16 last, float* s) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  int c = 0;
-  for (; c + 1 < nv; ++c) {
-    const __m512 qc = _mm512_loadu_ps(q + 16 * c);
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j)
-      acc[j] = _mm512_fmadd_ps(qc,
-                               _mm512_cvtph_ps(_mm256_loadu_si256(
-                                   reinterpret_cast<const __m256i*>(base + ro[j] + 16 * c))),
-                               acc[j]);
-  }
-  const __m512 qc = _mm512_loadu_ps(q + 16 * c);
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j)
-    acc[j] = _mm512_fmadd_ps(
-        qc, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(last, base + ro[j] + 16 * c)), acc[j]);
-  _mm512_storeu_ps(s, reduce16(acc));
-}
-
-// MHA P·V: o[0 .. 16 * CN) += sum over n keys of p[j] * v_j, v_j read from the fp16 cache at
-// base + ro[j] and converted in registers; o stays in registers over the n keys. `last` masks
-// vector CN - 1 (the head's last, when hd % 16 != 0; all ones otherwise).
-template <int CN>
-inline void pv_f16(const float* p, int n, const uint16_t* base, const int64_t* ro, __mmask16 last,
-                   float* o) {
-  __m512 acc[CN];
-#pragma GCC unroll 8
-  for (int c = 0; c < CN; ++c) acc[c] = _mm512_loadu_ps(o + 16 * c);
-  for (int j = 0; j < n; ++j) {
-    const __m512 pj = _mm512_set1_ps(p[j]);
-    const uint16_t* v = base + ro[j];
-#pragma GCC unroll 8
-    for (int c = 0; c < CN; ++c) {
-      const __m256i h = c + 1 < CN
-                            ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 16 * c))
-                            : _mm256_maskz_loadu_epi16(last, v + 16 * c);
-      acc[c] = _mm512_fmadd_ps(pj, _mm512_cvtph_ps(h), acc[c]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int c = 0; c < CN; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
-}
-
-using PvF16Fn = void (*)(const float*, int, const uint16_t*, const int64_t*, __mmask16, float*);
-constexpr PvF16Fn kPvF16[8] = {pv_f16<1>, pv_f16<2>, pv_f16<3>, pv_f16<4>,
-                               pv_f16<5>, pv_f16<6>, pv_f16<7>, pv_f16<8>};
-
 constexpr int kDecBlock = 64;  // keys per online-softmax step of the decode paths
 
 // Scaled queries (qf, rows padded to hdp) and the zeroed partial state of every (token, head) row
@@ -474,54 +419,82 @@ inline std::pair<int64_t, int64_t> visible(const AttnArgs& a, int64_t s, int64_t
           std::min<int64_t>(jb + jn, a.pos(s, t) + 1 - j0)};
 }
 
-// Decode without GQA (llama-2-7b's 32 x 128): 16-key sub-blocks, each walked head by head (16
-// rows side by side), K and V converted in registers (scores16_f16, pv_f16): no fp32 copy is
-// stored and reloaded. With the cache in L3 this runs 2.3-2.5x faster than the key-major walk
-// through fp32 copies it replaced; from DRAM both are at ~65-70% of a plain read (memory and
-// arithmetic overlap only in part; software prefetch of the next sub-block into L2, in address
-// order, and sub-blocks of 4 or 8 rows measured no better or slower: reports/cpu-kernels.md).
+// Decode without GQA (llama-2-7b's 32 x 128), key-major: each cache row (all heads, contiguous,
+// 8 KB at 7B) is read whole and in address order, converted in registers, once for the scores
+// (16 heads' dot products per reduce16) and once for P·V (every head's running output stays in
+// L1 and is loaded and stored per key), the rows two ahead prefetched into L2. From DRAM on Zen 4
+// 0.82-0.94x the time of the walk it replaced (16-key sub-blocks head by head: each head's slice
+// of 16 rows is 16 runs of 256 bytes 8 KB apart, an order a plain read takes at ~0.8x of a linear
+// one): reports/cpu-kernels.md.
 void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, float* sc,
                float* part) {
   constexpr int B = kDecBlock;
   const int hd = a.hd, nh = a.n_heads, nv = (hd + 15) / 16, hdp = 16 * nv;
   const int64_t nt = a.n_tok(s), ps = attn_part_stride(hd);
   const __mmask16 last = head_mask(nv - 1, nv, hd);
-  int64_t ro[B];
+  int64_t ro[B + 2];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
-    const int nsb = (nb_all + 15) / 16;
-    fill_row_offsets(a, s, j0, nb_all, ro);
-    // Phases 0 .. nsb-1: the scores of each sub-block; then the softmax step; nsb .. 2nsb-1: P·V.
-    for (int phase = 0; phase < 2 * nsb; ++phase) {
-      const int jb = 16 * (phase % nsb), jn = std::min(16, nb_all - jb);
-      // Rows past the last key repeat it: their scores are computed and never read.
-      int64_t r16[16];
-      for (int j = 0; j < 16; ++j) r16[j] = ro[jb + std::min(j, jn - 1)];
-      if (phase == nsb) softmax_block(a, s, j0, nb_all, sc, part);
-      for (int h = 0; h < nh; ++h) {
-        // The sub-block's rows' slices two heads ahead, into L2: 0.94x the time from DRAM at
-        // 7B's context 2,000 and 4,000 on Zen 4 (the same at 500; four or eight heads ahead, or
-        // into L1, no better or slower).
-        if (h + 2 < nh) {
-          const uint16_t* pb = (phase < nsb ? a.k_cache : a.v_cache) + int64_t(h + 2) * hd;
-          for (int j = 0; j < jn; ++j)
-            for (int l = 0; l < hd; l += 32)
-              _mm_prefetch(reinterpret_cast<const char*>(pb + r16[j] + l), _MM_HINT_T2);
-        }
-        for (int64_t t = 0; t < nt; ++t) {
-          const auto [lo, hi] = visible(a, s, t, j0, jb, jn);
-          if (lo >= hi) continue;
-          const int64_t r = t * nh + h;
-          if (phase < nsb) {
-            scores16_f16(qf + r * hdp, a.k_cache + int64_t(h) * hd, r16, nv, last, sc + r * B + jb);
-          } else {
-            for (int c0 = 0; c0 < nv; c0 += 8) {
-              const int cn = std::min(8, nv - c0);
-              kPvF16[cn - 1](sc + r * B + lo, int(hi - lo), a.v_cache + int64_t(h) * hd + 16 * c0,
-                             ro + lo, c0 + cn == nv ? last : __mmask16(0xffff),
-                             part + r * ps + 16 * c0);
-            }
+    fill_row_offsets(a, s, j0, int(std::min<int64_t>(B + 2, k1 - j0)), ro);
+    const int npf = int(std::min<int64_t>(B + 2, k1 - j0));
+    for (int j = 0; j < nb_all; ++j) {
+      const uint16_t* krow = a.k_cache + ro[j];
+      const uint16_t* kpf = j + 2 < npf ? a.k_cache + ro[j + 2] : nullptr;
+      for (int64_t t = 0; t < nt; ++t) {
+        for (int h0 = 0; h0 < nh; h0 += 16) {
+          const int hn = std::min(16, nh - h0);
+          __m512 acc[16];
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+          for (int i = 0; i < hn; ++i) {
+            const uint16_t* kh = krow + int64_t(h0 + i) * hd;
+            const float* q = qf + (t * nh + h0 + i) * hdp;
+            if (kpf && t == 0)
+              for (int l = 0; l < hd; l += 32)
+                _mm_prefetch(reinterpret_cast<const char*>(kpf + int64_t(h0 + i) * hd + l),
+                             _MM_HINT_T2);
+            __m512 x = _mm512_setzero_ps();
+            int c = 0;
+            for (; c + 1 < nv; ++c)
+              x = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c),
+                                  _mm512_cvtph_ps(_mm256_loadu_si256(
+                                      reinterpret_cast<const __m256i*>(kh + 16 * c))),
+                                  x);
+            acc[i] =
+                _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c),
+                                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(last, kh + 16 * c)), x);
           }
+          alignas(64) float r[16];
+          _mm512_store_ps(r, reduce16(acc));
+          for (int i = 0; i < hn; ++i) sc[(t * nh + h0 + i) * B + j] = r[i];
+        }
+      }
+    }
+    softmax_block(a, s, j0, nb_all, sc, part);
+    for (int j = 0; j < nb_all; ++j) {
+      const uint16_t* vrow = a.v_cache + ro[j];
+      const uint16_t* vpf = j + 2 < npf ? a.v_cache + ro[j + 2] : nullptr;
+      for (int64_t t = 0; t < nt; ++t) {
+        const auto [lo, hi] = visible(a, s, t, j0, j, 1);
+        if (lo >= hi) continue;
+        for (int h = 0; h < nh; ++h) {
+          const uint16_t* vh = vrow + int64_t(h) * hd;
+          if (vpf && t == 0)
+            for (int l = 0; l < hd; l += 32)
+              _mm_prefetch(reinterpret_cast<const char*>(vpf + int64_t(h) * hd + l), _MM_HINT_T2);
+          const __m512 p = _mm512_set1_ps(sc[(t * nh + h) * B + j]);
+          float* o = part + (t * nh + h) * ps;
+          int c = 0;
+          for (; c + 1 < nv; ++c)
+            _mm512_storeu_ps(o + 16 * c,
+                             _mm512_fmadd_ps(p,
+                                             _mm512_cvtph_ps(_mm256_loadu_si256(
+                                                 reinterpret_cast<const __m256i*>(vh + 16 * c))),
+                                             _mm512_loadu_ps(o + 16 * c)));
+          _mm512_storeu_ps(
+              o + 16 * c,
+              _mm512_fmadd_ps(p, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(last, vh + 16 * c)),
+                              _mm512_loadu_ps(o + 16 * c)));
         }
       }
     }
@@ -531,9 +504,9 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
 // Decode with GQA (tinyllama's 32 query heads on 4 kv heads): key-major over whole cache rows
 // (all kv heads, contiguous), each sub-block of K and V converted once into fp32 (kb, vb) and
 // used by every query head of its group: scores two heads at a time (scores_2x8), P·V in tiles of
-// up to 8 heads (pv_tile). (Converting in registers per kv head instead, as chunk_mha does, ran
-// 0.84x the time with the cache in L3 but 2x from DRAM: a kv head's slice of 16 rows is 16
-// strided runs of 128 bytes, which the hardware prefetchers do not follow.)
+// up to 8 heads (pv_tile). (Converting in registers a kv head's slice of 16 rows at a time instead
+// ran 0.84x the time with the cache in L3 but 2x from DRAM: such a slice is 16 strided runs of
+// 128 bytes, which the hardware prefetchers do not follow.)
 void chunk_gqa(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
                float* part) {
   constexpr int B = kDecBlock;

@@ -587,6 +587,8 @@ TEST_P(Kernels, AttentionGqaCausal) {
   check_attention({2, 1, 30, 40, 2, 2, 8}, 20);
   check_attention({1, 2, 200, 210, 6, 2, 64}, 21);
   check_attention({1, 1, 100, 110, 16, 1, 64}, 22);
+  // Without GQA, heads beyond one 16-head reduction (16 + 4) over two tokens, hd % 16 != 0.
+  check_attention({1, 2, 100, 110, 20, 20, 40}, 23);
 }
 
 TEST_P(Kernels, AttentionSlidingWindow) {
