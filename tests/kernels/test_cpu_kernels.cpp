@@ -383,6 +383,14 @@ TEST_P(Kernels, LinearGroupLargerThanOneRegion) {
     }
 }
 
+TEST_P(Kernels, LinearLongerThanTheLongestRun) {
+  // A thread's run of chunks is capped at 16 (4 MB): 1,100 x 4,096 fp16 (32-row chunks) and
+  // 2,200 x 4,096 int8 (64-row chunks) are 35 chunks each, several capped runs on two threads.
+  check_linear({WType::f16, 1100, 4096}, 1, 950);
+  check_linear({WType::i8, 2200, 4096}, 1, 951);
+  check_linear({WType::f16, 1100, 4096}, 3, 952);
+}
+
 TEST_P(Kernels, LinearEveryDecodeBatch) {
   // Every m the GEMV takes in one pass over the weights (1..16: one or two groups of activation
   // rows per band of weight rows) plus the first one past it. 37 x 301 is one chunk and one band;
