@@ -435,8 +435,8 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
   int64_t ro[B + 2];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
-    fill_row_offsets(a, s, j0, int(std::min<int64_t>(B + 2, k1 - j0)), ro);
-    const int npf = int(std::min<int64_t>(B + 2, k1 - j0));
+    const int npf = int(std::min<int64_t>(B + 2, k1 - j0));  // rows with offsets (2 to prefetch)
+    fill_row_offsets(a, s, j0, npf, ro);
     for (int j = 0; j < nb_all; ++j) {
       const uint16_t* krow = a.k_cache + ro[j];
       const uint16_t* kpf = j + 2 < npf ? a.k_cache + ro[j + 2] : nullptr;

@@ -27,6 +27,18 @@ struct StepBatch {
 
   int64_t num_tokens() const { return int64_t(tokens.size()); }
   int64_t num_seqs() const { return int64_t(request_ids.size()); }
+  // Sequence i's tokens in this step, and its positions cached before them.
+  int64_t new_tokens(int64_t i) const {
+    return query_start[size_t(i) + 1] - query_start[size_t(i)];
+  }
+  int64_t past(int64_t i) const { return context_lens[size_t(i)] - new_tokens(i); }
+  // Per sequence: whether one of its rows is sampled (false for a chunk of a prompt before its
+  // last).
+  std::vector<bool> samples() const {
+    std::vector<bool> s(size_t(num_seqs()), false);
+    for (int32_t row : logits_rows) s[size_t(seq_of_token[size_t(row)])] = true;
+    return s;
+  }
 };
 
 // Flattens `plan` (after schedule(), before complete()) with the scheduler's token ids and

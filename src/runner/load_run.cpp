@@ -98,12 +98,10 @@ Pass run_pass(LoadedModel& m, const Tokenizer& tok, Profiler& prof, const Sampli
   runner.before_step = [&](const engine::StepBatch& batch) {
     std::vector<Pass::Seq> seqs;
     bool any_prefill = false;
-    std::vector<bool> samples(size_t(batch.num_seqs()), false);
-    for (int32_t row : batch.logits_rows) samples[size_t(batch.seq_of_token[size_t(row)])] = true;
+    const std::vector<bool> samples = batch.samples();
     for (int64_t i = 0; i < batch.num_seqs(); ++i) {
-      const int64_t n = batch.query_start[size_t(i) + 1] - batch.query_start[size_t(i)];
-      seqs.push_back(
-          {batch.request_ids[size_t(i)], n, batch.context_lens[size_t(i)] - n, samples[size_t(i)]});
+      const int64_t n = batch.new_tokens(i);
+      seqs.push_back({batch.request_ids[size_t(i)], n, batch.past(i), samples[size_t(i)]});
       any_prefill = any_prefill || n > 1 || !samples[size_t(i)];
     }
     prof.set_context(any_prefill ? Stage::prefill : Stage::decode, int(out.seqs.size()));

@@ -143,12 +143,9 @@ class Request {
     runner.before_step = [&](const engine::StepBatch& batch) {
       prof_.set_context(seq0_tokens > 0 ? Stage::decode : Stage::prefill, int(t.steps.size()));
       StepTimes st;
-      for (int64_t i = 0; i < batch.num_seqs(); ++i) {
-        const int64_t n = batch.query_start[size_t(i) + 1] - batch.query_start[size_t(i)];
-        st.seqs.push_back({n, batch.context_lens[size_t(i)] - n, false});
-      }
-      for (int32_t row : batch.logits_rows)
-        st.seqs[size_t(batch.seq_of_token[size_t(row)])].logits = true;
+      const std::vector<bool> samples = batch.samples();
+      for (int64_t i = 0; i < batch.num_seqs(); ++i)
+        st.seqs.push_back({batch.new_tokens(i), batch.past(i), samples[size_t(i)]});
       t.steps.push_back(std::move(st));
     };
     eng.on_token = [&](int64_t id, int32_t token) {

@@ -211,9 +211,8 @@ namespace latprof::engine {
 namespace {
 
 // An executor that fails on its third step, as a backend error would. Its first step waits for
-// `gate`, so that the test has enqueued every
-// request before any step runs (under load the engine thread could otherwise fail before the
-// second enqueue, which then throws).
+// `gate`, so that the test has enqueued every request before any step runs (under load the
+// engine thread could otherwise fail before the second enqueue, which then throws).
 class FailingExecutor : public Executor {
  public:
   std::shared_future<void> gate;

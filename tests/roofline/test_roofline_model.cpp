@@ -283,6 +283,15 @@ RunReport prefill_op_report(const Ceilings& c, Op op, int64_t input, int64_t cal
   r.ops.push_back(row);
   return r;
 }
+// A CPU's measured ceilings: read bandwidth, FP32 peak (matmuls and vector ops alike), cache.
+Ceilings cpu_ceilings(double bw, double flops, double cache = 0) {
+  Ceilings c;
+  c.device = "test CPU";
+  c.mem_bw_bytes_per_s = bw;
+  c.matmul_flops_per_s = c.vector_flops_per_s = flops;
+  c.cache_bytes = cache;
+  return c;
+}
 int count(const RunReport& r, const std::string& level) {
   int n = 0;
   for (const auto& c : r.checks) n += c.level == level;
@@ -309,10 +318,7 @@ TEST(Physics, FasterThanTheFloorIsATimingError) {
 // error. Below the floor at the roof but not at the highest read of the run: a warning that says
 // so; below the floor even there: still an error.
 TEST(Physics, BandwidthThatChangedDuringTheRunIsAWarningNotATimingError) {
-  Ceilings c;
-  c.device = "test CPU";
-  c.mem_bw_bytes_per_s = 33e9;
-  c.matmul_flops_per_s = c.vector_flops_per_s = 233e9;
+  const Ceilings c = cpu_ceilings(33e9, 233e9);
   auto make = [&](double after, double mbu) {
     RunReport r = report_for("llama-2-7b", c, 0.7);  // 1.43x faster than the floor at 33 GB/s
     r.ceilings_info = {{"read_bandwidth_before", 33e9}, {"read_bandwidth_after", after}};
@@ -353,11 +359,7 @@ TEST(Physics, CacheResidentWorkingSetSaysTheMemoryRoofDoesNotApply) {
 // A prefill residual add of a 7B model moves 1.57 GB in 64 calls of 25 MB each: on a CPU whose
 // L3 holds one call's activations they come from cache, so beating the DRAM floor is no error.
 TEST(Physics, ActivationsThatFitInCacheAreNotHeldToTheDramRoof) {
-  Ceilings c;
-  c.device = "test CPU";
-  c.mem_bw_bytes_per_s = 31.7e9;
-  c.matmul_flops_per_s = c.vector_flops_per_s = 444e9;
-  c.cache_bytes = 503e6;
+  const Ceilings c = cpu_ceilings(31.7e9, 444e9, 503e6);
   auto make = [&](double cache) {
     Ceilings cc = c;
     cc.cache_bytes = cache;
@@ -381,11 +383,7 @@ TEST(Physics, ActivationsThatFitInCacheAreNotHeldToTheDramRoof) {
 // at the run's mean read (the bandwidth rose during the run) the cache is not why, and the note
 // that blames it must not name it.
 TEST(Physics, ADecodeOpBelowItsWeightsFloorIsNotBlamedOnTheCache) {
-  Ceilings c;
-  c.device = "test CPU";
-  c.mem_bw_bytes_per_s = 42e9;
-  c.matmul_flops_per_s = c.vector_flops_per_s = 233e9;
-  c.cache_bytes = 33.6e6;
+  const Ceilings c = cpu_ceilings(42e9, 233e9, 33.6e6);
   RunReport r = report_for("llama-2-7b", c, 0.95);  // 5% under the floor at 42 GB/s
   r.ceilings_info = {{"read_bandwidth_before", 32e9}, {"read_bandwidth_after", 52e9}};
   for (Row& row : r.ops) row.calls = 127 * 32;
