@@ -242,102 +242,6 @@ inline __m512 reduce16(const __m512* acc) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
 }
 
-// s[0 .. 16) = the dot products of q (nv vectors) with 16 rows of k (row stride hdp).
-inline void scores16(const float* q, const float* k, int nv, int hdp, float* s) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  for (int c = 0; c < nv; ++c) {
-    const __m512 qc = _mm512_loadu_ps(q + 16 * c);
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j)
-      acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k + j * hdp + 16 * c), acc[j]);
-  }
-  _mm512_storeu_ps(s, reduce16(acc));
-}
-
-// Two query heads of one group against the same 8 keys: s0[0 .. 8) for q0, s1[0 .. 8) for q1.
-// Each loaded key vector feeds two multiply-adds (scores16 loads one per multiply-add).
-inline void scores_2x8(const float* q0, const float* q1, const float* k, int nv, int hdp, float* s0,
-                       float* s1) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  for (int c = 0; c < nv; ++c) {
-    const __m512 a = _mm512_loadu_ps(q0 + 16 * c), b = _mm512_loadu_ps(q1 + 16 * c);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m512 kj = _mm512_loadu_ps(k + j * hdp + 16 * c);
-      acc[j] = _mm512_fmadd_ps(a, kj, acc[j]);
-      acc[8 + j] = _mm512_fmadd_ps(b, kj, acc[8 + j]);
-    }
-  }
-  const __m512 r = reduce16(acc);
-  _mm256_storeu_ps(s0, _mm512_castps512_ps256(r));
-  _mm256_storeu_ps(s1, _mm512_extractf32x8_ps(r, 1));
-}
-
-// GQA P·V: HB query heads of one group (o rows ostride apart, p rows pstride apart) over n keys,
-// CB vectors of each head's output held in registers; each key's CB value vectors are loaded
-// once for all HB heads (one head at a time loaded them once per head).
-template <int HB, int CB>
-inline void pv_tile(const float* p, int64_t pstride, int n, const float* v, int64_t vstride,
-                    float* o, int64_t ostride) {
-  __m512 acc[HB][CB];
-#pragma GCC unroll 8
-  for (int h = 0; h < HB; ++h)
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_loadu_ps(o + h * ostride + 16 * c);
-  for (int j = 0; j < n; ++j) {
-    __m512 vj[CB];
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) vj[c] = _mm512_loadu_ps(v + j * vstride + 16 * c);
-#pragma GCC unroll 8
-    for (int h = 0; h < HB; ++h) {
-      const __m512 ph = _mm512_set1_ps(p[h * pstride + j]);
-#pragma GCC unroll 8
-      for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_fmadd_ps(ph, vj[c], acc[h][c]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int h = 0; h < HB; ++h)
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) _mm512_storeu_ps(o + h * ostride + 16 * c, acc[h][c]);
-}
-
-// pv_tile for hb (1, 2, 4 or 8) heads and cb (1, 2, 4 or 8) vectors, hb * cb <= 16.
-inline void pv_tile_any(int hb, int cb, const float* p, int64_t pstride, int n, const float* v,
-                        int64_t vstride, float* o, int64_t ostride) {
-  switch (hb * 16 + cb) {
-    case 8 * 16 + 2:
-      return pv_tile<8, 2>(p, pstride, n, v, vstride, o, ostride);
-    case 8 * 16 + 1:
-      return pv_tile<8, 1>(p, pstride, n, v, vstride, o, ostride);
-    case 4 * 16 + 4:
-      return pv_tile<4, 4>(p, pstride, n, v, vstride, o, ostride);
-    case 4 * 16 + 2:
-      return pv_tile<4, 2>(p, pstride, n, v, vstride, o, ostride);
-    case 4 * 16 + 1:
-      return pv_tile<4, 1>(p, pstride, n, v, vstride, o, ostride);
-    case 2 * 16 + 8:
-      return pv_tile<2, 8>(p, pstride, n, v, vstride, o, ostride);
-    case 2 * 16 + 4:
-      return pv_tile<2, 4>(p, pstride, n, v, vstride, o, ostride);
-    case 2 * 16 + 2:
-      return pv_tile<2, 2>(p, pstride, n, v, vstride, o, ostride);
-    case 2 * 16 + 1:
-      return pv_tile<2, 1>(p, pstride, n, v, vstride, o, ostride);
-    case 1 * 16 + 8:
-      return pv_tile<1, 8>(p, pstride, n, v, vstride, o, ostride);
-    case 1 * 16 + 4:
-      return pv_tile<1, 4>(p, pstride, n, v, vstride, o, ostride);
-    case 1 * 16 + 2:
-      return pv_tile<1, 2>(p, pstride, n, v, vstride, o, ostride);
-    default:
-      return pv_tile<1, 1>(p, pstride, n, v, vstride, o, ostride);
-  }
-}
-
 constexpr int kDecBlock = 64;  // keys per online-softmax step of the decode paths
 
 // Scaled queries (qf, rows padded to hdp) and the zeroed partial state of every (token, head) row
@@ -501,123 +405,273 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
   }
 }
 
-// Decode with GQA (tinyllama's 32 query heads on 4 kv heads): key-major over whole cache rows
-// (all kv heads, contiguous), each sub-block of K and V converted once into fp32 (kb, vb) and
-// used by every query head of its group: scores two heads at a time (scores_2x8), P·V in tiles of
-// up to 8 heads (pv_tile). (Converting in registers a kv head's slice of 16 rows at a time instead
-// ran 0.84x the time with the cache in L3 but 2x from DRAM: such a slice is 16 strided runs of
-// 128 bytes, which the hardware prefetchers do not follow.)
-void chunk_gqa(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
-               float* part) {
+// GQA scores: HG query heads of one group (q: HG rows hdp floats apart) against 16 / HG keys
+// (key i's slice of the kv head at k + ro[i], fp16), each key vector converted in a register
+// once and used by the HG heads. Lane i * HG + h of the result: head h's score for key i. FULL:
+// hd is a multiple of 16 (no masked last vector).
+template <int HG, bool FULL>
+inline __m512 scores_f16(const float* q, int hdp, const uint16_t* k, const int64_t* ro, int nv,
+                         __mmask16 last) {
+  constexpr int NK = 16 / HG;
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int c = 0; c < nv; ++c) {
+    __m512 kc[NK];
+#pragma GCC unroll 16
+    for (int i = 0; i < NK; ++i)
+      kc[i] = _mm512_cvtph_ps(
+          FULL || c + 1 < nv
+              ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + ro[i] + 16 * c))
+              : _mm256_maskz_loadu_epi16(last, k + ro[i] + 16 * c));
+#pragma GCC unroll 16
+    for (int h = 0; h < HG; ++h) {
+      const __m512 qh = _mm512_loadu_ps(q + h * hdp + 16 * c);
+#pragma GCC unroll 16
+      for (int i = 0; i < NK; ++i) acc[i * HG + h] = _mm512_fmadd_ps(qh, kc[i], acc[i * HG + h]);
+    }
+  }
+  return reduce16(acc);
+}
+
+// Stores scores_f16's result: key i's HG scores at dst + i * kstride.
+template <int HG>
+inline void store_scores(__m512 r, float* dst, int64_t kstride) {
+  if constexpr (HG == 16) {
+    _mm512_storeu_ps(dst, r);
+  } else if constexpr (HG == 8) {
+    _mm256_storeu_ps(dst, _mm512_castps512_ps256(r));
+    _mm256_storeu_ps(dst + kstride, _mm512_extractf32x8_ps(r, 1));
+  } else {
+    alignas(64) float x[16];
+    _mm512_store_ps(x, r);
+    for (int i = 0; i < 16 / HG; ++i)
+      for (int h = 0; h < HG; ++h) dst[i * kstride + h] = x[i * HG + h];
+  }
+}
+
+// GQA P·V: HB query heads of one group over n keys (probabilities p[key * pk + head]), CB vectors
+// of each head's output (o rows ostride apart) held in registers; each key's CB value vectors
+// (at v + ro[key], fp16) are converted in registers once for the HB heads. LASTM: the mask of the
+// CB-th vector (the head's last, when hd is not a multiple of 16; else all ones).
+template <int HB, int CB, bool FULL>
+inline void pv_f16(const float* p, int64_t pk, int n, const uint16_t* v, const int64_t* ro,
+                   float* o, int64_t ostride, __mmask16 lastm) {
+  __m512 acc[HB][CB];
+#pragma GCC unroll 16
+  for (int h = 0; h < HB; ++h)
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_loadu_ps(o + h * ostride + 16 * c);
+  for (int j = 0; j < n; ++j) {
+    const uint16_t* vj = v + ro[j];
+    __m512 x[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c)
+      x[c] = _mm512_cvtph_ps(FULL || c + 1 < CB
+                                 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vj + 16 * c))
+                                 : _mm256_maskz_loadu_epi16(lastm, vj + 16 * c));
+#pragma GCC unroll 16
+    for (int h = 0; h < HB; ++h) {
+      const __m512 ph = _mm512_set1_ps(p[j * pk + h]);
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_fmadd_ps(ph, x[c], acc[h][c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int h = 0; h < HB; ++h)
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) _mm512_storeu_ps(o + h * ostride + 16 * c, acc[h][c]);
+}
+
+template <bool FULL>
+inline void pv_f16_any(int hb, int cb, const float* p, int64_t pk, int n, const uint16_t* v,
+                       const int64_t* ro, float* o, int64_t ostride, __mmask16 lastm) {
+  switch (hb * 16 + cb) {
+    case 8 * 16 + 2:
+      return pv_f16<8, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 8 * 16 + 1:
+      return pv_f16<8, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 4 * 16 + 4:
+      return pv_f16<4, 4, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 4 * 16 + 2:
+      return pv_f16<4, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 4 * 16 + 1:
+      return pv_f16<4, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 2 * 16 + 8:
+      return pv_f16<2, 8, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 2 * 16 + 4:
+      return pv_f16<2, 4, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 2 * 16 + 2:
+      return pv_f16<2, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 2 * 16 + 1:
+      return pv_f16<2, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 1 * 16 + 8:
+      return pv_f16<1, 8, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 1 * 16 + 4:
+      return pv_f16<1, 4, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    case 1 * 16 + 2:
+      return pv_f16<1, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+    default:
+      return pv_f16<1, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+  }
+}
+
+// Online-softmax step of the GQA decode, scores laid out key-major (sc[(t * kDecBlock + j) *
+// n_heads + h]): the heads sit in the vector lanes, so the block maximum and the sums need no
+// horizontal reduction. Same arithmetic per (head, key) as softmax_block.
+void softmax_block_hl(const AttnArgs& a, int64_t s, int64_t j0, int nb_all, float* sc,
+                      float* part) {
+  const int nh = a.n_heads, hdp = 16 * ((a.hd + 15) / 16), nv = hdp / 16;
+  const int64_t ps = attn_part_stride(a.hd);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t t = 0; t < a.n_tok(s); ++t) {
+    const int nb = int(std::min<int64_t>(nb_all, a.pos(s, t) + 1 - j0));
+    const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos(s, t)) - j0));
+    if (nb <= js) continue;  // no key of this block is visible to token t
+    float* const st = sc + t * kDecBlock * nh;
+    float* const pt = part + t * nh * ps;
+    for (int h0 = 0; h0 < nh; h0 += 16) {
+      const int hn = std::min(16, nh - h0);
+      const __mmask16 mh = hn == 16 ? __mmask16(0xffff) : __mmask16((1u << hn) - 1);
+      alignas(64) float mo[16], lo[16];
+      for (int i = 0; i < 16; ++i) {
+        mo[i] = i < hn ? pt[(h0 + i) * ps + hdp] : kNegInf;
+        lo[i] = i < hn ? pt[(h0 + i) * ps + hdp + 1] : 0.0f;
+      }
+      __m512 bmax = _mm512_set1_ps(kNegInf);
+      for (int j = js; j < nb; ++j)
+        bmax = _mm512_max_ps(bmax, _mm512_maskz_loadu_ps(mh, st + j * nh + h0));
+      const __m512 m_old = _mm512_load_ps(mo);
+      const __m512 m_new = _mm512_max_ps(m_old, bmax);  // finite: every head sees a key
+      const __mmask16 had = _mm512_cmp_ps_mask(m_old, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
+      const __m512 corr = _mm512_maskz_mov_ps(had, exp512(_mm512_sub_ps(m_old, m_new)));
+      __m512 psum = _mm512_setzero_ps();
+      for (int j = js; j < nb; ++j) {
+        float* sj = st + j * nh + h0;
+        const __m512 p = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mh, sj), m_new));
+        _mm512_mask_storeu_ps(sj, mh, p);
+        psum = _mm512_add_ps(psum, p);
+      }
+      alignas(64) float mn[16], cr[16], ln[16];
+      _mm512_store_ps(mn, m_new);
+      _mm512_store_ps(cr, corr);
+      _mm512_store_ps(ln, _mm512_fmadd_ps(_mm512_load_ps(lo), corr, psum));
+      for (int i = 0; i < hn; ++i) {
+        float* o = pt + (h0 + i) * ps;
+        o[hdp] = mn[i];
+        o[hdp + 1] = ln[i];
+        const __m512 vc = _mm512_set1_ps(cr[i]);
+        for (int c = 0; c < nv; ++c)
+          _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vc));
+      }
+    }
+  }
+}
+
+// Decode with GQA (tinyllama's 32 query heads on 4 kv heads): per 64-key block, scores of each
+// kv head's query heads 16 keys at a time with K converted in registers (each converted vector
+// feeding 8 heads' multiply-adds), one softmax step with the heads in the vector lanes, then P·V
+// with V converted in registers likewise. The K rows kAhead keys ahead and the block's V rows are
+// prefetched into L2 (whole rows, all kv heads: 512 bytes at tinyllama). (Before, K and V were
+// first converted into fp32 copies in L1: the copy cost as much as the scores' arithmetic;
+// reports/cpu-kernels.md.)
+template <bool FULL>
+void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
+                 float* part) {
   constexpr int B = kDecBlock;
-  // Prefetch distance in rows: ~8 KB of K (or V) ahead, 16 rows at tinyllama's 512-byte rows
-  // (0.88-0.94x the time of 6 rows, 3 KB, from DRAM; 32 and 64 rows no better). Into L2, not
-  // L1 (prefetcht2): the fp32 copies kb and vb live in L1, and a burst of 16 rows of prefetches
-  // into L1 at each sub-block evicted them; on Zen 4 from DRAM 0.8-0.93x the time of
-  // prefetcht0 (4 KB or 16 KB ahead the same), with the cache in L3 the same.
-  const int kAhead = int(std::clamp<int64_t>(8192 / (int64_t(a.n_kv_heads) * a.hd * 2), 4, 32));
+  const int64_t row_bytes = int64_t(a.n_kv_heads) * a.hd * 2;
+  const int kAhead = int(std::clamp<int64_t>(8192 / row_bytes, 4, 32));
   const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
   const int nv = (hd + 15) / 16, hdp = 16 * nv;
+  const __mmask16 last = head_mask(nv - 1, nv, hd);
   const int64_t nt = a.n_tok(s), ps = attn_part_stride(hd);
-  // Keys per P·V sub-block: up to 16, as many as keep their converted V rows within 16 KB of L1.
-  const int kSub =
-      int(std::clamp<int64_t>((int64_t(16) << 10) / (int64_t(a.n_kv_heads) * hdp * 4), 1, 16));
-  thread_local AlignedFloats kb, vb;
-  kb.reserve(size_t(16 * a.n_kv_heads * hdp));
-  vb.reserve(size_t(kSub * a.n_kv_heads * hdp));
-  float* const kbp = kb.p;  // (thread_local objects are not re-read in the loops)
-  float* const vbp = vb.p;
-  const int64_t vstride = int64_t(a.n_kv_heads) * hdp;
   int64_t roff[B + 32];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
-    fill_row_offsets(a, s, j0, int(std::min<int64_t>(B + kAhead, k1 - j0)), roff);
-    // Scores, 16 keys at a time. The sub-block's K rows are read key-major (whole rows, in
-    // address order, each prefetched kAhead rows ahead) and converted once into kb, laid out per
-    // kv head ([kv head][16 keys][hdp]).
+    const int nro = int(std::min<int64_t>(B + kAhead, k1 - j0));
+    fill_row_offsets(a, s, j0, nro, roff);
+    for (int j = nro; j < B; ++j) roff[j] = roff[0];  // past the last key: a row that exists
     for (int jb = 0; jb < nb_all; jb += 16) {
       const int jn = std::min(16, nb_all - jb);
-      for (int j = 0; j < 16; ++j) {
-        if (j < jn) {
-          const uint16_t* krow = a.k_cache + roff[jb + j];
-          const uint16_t* kahead =
-              j0 + jb + j + kAhead < k1 ? a.k_cache + roff[jb + j + kAhead] : nullptr;
-          for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-            const uint16_t* src = krow + int64_t(kvh) * hd;
-            if (kahead)
-              for (int l = 0; l < hd; l += 32)
-                _mm_prefetch(reinterpret_cast<const char*>(kahead + int64_t(kvh) * hd + l),
-                             _MM_HINT_T2);
-            cvt_head(src, kbp + (int64_t(kvh) * 16 + j) * hdp, nv, hd);
-          }
-        } else {  // past the last key: finite scores that nobody reads
-          for (int kvh = 0; kvh < a.n_kv_heads; ++kvh)
-            for (int c = 0; c < nv; ++c)
-              _mm512_storeu_ps(kbp + (int64_t(kvh) * 16 + j) * hdp + 16 * c, _mm512_setzero_ps());
-        }
-      }
       for (int64_t t = 0; t < nt; ++t) {
         const auto [lo, hi] = visible(a, s, t, j0, jb, jn);
         if (lo >= hi) continue;
-        // Two heads of a group at a time; an odd group's last head alone.
         for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-          const float* kk = kbp + int64_t(kvh) * 16 * hdp;
-          int hh = 0;
-          for (; hh + 2 <= group; hh += 2) {
-            const int64_t r = t * nh + int64_t(kvh) * group + hh;
-            const float* q0 = qfp + r * hdp;
-            float* s0 = scp + r * B + jb;
-            scores_2x8(q0, q0 + hdp, kk, nv, hdp, s0, s0 + B);
-            scores_2x8(q0, q0 + hdp, kk + 8 * hdp, nv, hdp, s0 + 8, s0 + B + 8);
-          }
-          if (hh < group) {
-            const int64_t r = t * nh + int64_t(kvh) * group + hh;
-            scores16(qfp + r * hdp, kk, nv, hdp, scp + r * B + jb);
+          const uint16_t* kk = a.k_cache + int64_t(kvh) * hd;
+          for (int hh = 0; hh < group;) {
+            const int left = group - hh;
+            const int hg = left >= 16 ? 16 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            const int h = kvh * group + hh;
+            const float* q = qfp + (t * nh + h) * hdp;
+            float* dst = scp + (t * B + jb) * nh + h;
+            for (int i = 0; i < 16; i += 16 / hg) {
+              const int64_t* ro = roff + jb + i;
+              float* d = dst + i * nh;
+              if (t == 0 && hh == 0)  // this kv head's slices: K rows kAhead on, V rows now
+                for (int x = 0; x < 16 / hg; ++x) {
+                  const char* kp = jb + i + x + kAhead < nro
+                                       ? reinterpret_cast<const char*>(kk + ro[x + kAhead])
+                                       : nullptr;
+                  const char* vp = jb + i + x < nb_all
+                                       ? reinterpret_cast<const char*>(a.v_cache + ro[x] + kvh * hd)
+                                       : nullptr;
+                  for (int l = 0; l < 2 * hd; l += 64) {
+                    if (kp) _mm_prefetch(kp + l, _MM_HINT_T2);
+                    if (vp) _mm_prefetch(vp + l, _MM_HINT_T2);
+                  }
+                }
+              switch (hg) {
+                case 16:
+                  store_scores<16>(scores_f16<16, FULL>(q, hdp, kk, ro, nv, last), d, nh);
+                  break;
+                case 8:
+                  store_scores<8>(scores_f16<8, FULL>(q, hdp, kk, ro, nv, last), d, nh);
+                  break;
+                case 4:
+                  store_scores<4>(scores_f16<4, FULL>(q, hdp, kk, ro, nv, last), d, nh);
+                  break;
+                case 2:
+                  store_scores<2>(scores_f16<2, FULL>(q, hdp, kk, ro, nv, last), d, nh);
+                  break;
+                default:
+                  store_scores<1>(scores_f16<1, FULL>(q, hdp, kk, ro, nv, last), d, nh);
+              }
+            }
+            hh += hg;
           }
         }
       }
     }
-    softmax_block(a, s, j0, nb_all, scp, part);
-    // P·V in sub-blocks of kSub keys: their V rows (all kv heads, in address order) are
-    // converted into vb (the row loop is written out like the K loop above: one shared
-    // prefetch-and-convert helper for the two ran 1.3x slower in one process; cause not found),
-    // then the group's heads accumulate the sub-block in registers.
-    for (int js0 = 0; js0 < nb_all; js0 += kSub) {
-      const int jn = std::min(kSub, nb_all - js0);
-      for (int j = 0; j < jn; ++j) {
-        const int jj = js0 + j;
-        const uint16_t* vrow = a.v_cache + roff[jj];
-        const uint16_t* vahead = j0 + jj + kAhead < k1 ? a.v_cache + roff[jj + kAhead] : nullptr;
-        for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-          const uint16_t* src = vrow + int64_t(kvh) * hd;
-          if (vahead)
-            for (int l = 0; l < hd; l += 32)
-              _mm_prefetch(reinterpret_cast<const char*>(vahead + int64_t(kvh) * hd + l),
-                           _MM_HINT_T2);
-          cvt_head(src, vbp + (int64_t(j) * a.n_kv_heads + kvh) * hdp, nv, hd);
-        }
-      }
-      for (int64_t t = 0; t < nt; ++t) {
-        const auto [lo, hi] = visible(a, s, t, j0, js0, jn);
-        if (lo >= hi) continue;
-        for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-          const float* v0 = vbp + (int64_t(lo - js0) * a.n_kv_heads + kvh) * hdp;
-          for (int hh = 0; hh < group;) {
-            const int left = group - hh, hb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-            const int64_t r = t * nh + int64_t(kvh) * group + hh;
-            for (int c0 = 0; c0 < nv;) {
-              int cb = std::min(8, 16 / hb);
-              while (cb > nv - c0) cb /= 2;
-              pv_tile_any(hb, cb, scp + r * B + lo, B, int(hi - lo), v0 + 16 * c0, vstride,
-                          part + r * ps + 16 * c0, ps);
-              c0 += cb;
-            }
-            hh += hb;
+    softmax_block_hl(a, s, j0, nb_all, scp, part);
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto [lo, hi] = visible(a, s, t, j0, 0, nb_all);
+      if (lo >= hi) continue;
+      for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+        for (int hh = 0; hh < group;) {
+          const int left = group - hh, hb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+          const int64_t r = t * nh + int64_t(kvh) * group + hh;
+          for (int c0 = 0; c0 < nv;) {
+            int cb = std::min(8, 16 / hb);
+            while (cb > nv - c0) cb /= 2;
+            const __mmask16 lm = c0 + cb == nv ? last : __mmask16(0xffff);
+            pv_f16_any<FULL>(hb, cb, scp + (t * B + lo) * nh + (r - t * nh), nh, int(hi - lo),
+                             a.v_cache + int64_t(kvh) * hd + 16 * c0, roff + lo,
+                             part + r * ps + 16 * c0, ps, lm);
+            c0 += cb;
           }
+          hh += hb;
         }
       }
     }
   }
+}
+
+void chunk_gqa(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
+               float* part) {
+  if (a.hd % 16 == 0)
+    chunk_gqa_t<true>(a, s, k0, k1, qfp, scp, part);
+  else
+    chunk_gqa_t<false>(a, s, k0, k1, qfp, scp, part);
 }
 
 }  // namespace

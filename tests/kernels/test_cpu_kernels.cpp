@@ -597,6 +597,10 @@ TEST_P(Kernels, AttentionGqaCausal) {
   check_attention({1, 1, 100, 110, 16, 1, 64}, 22);
   // Without GQA, heads beyond one 16-head reduction (16 + 4) over two tokens, hd % 16 != 0.
   check_attention({1, 2, 100, 110, 20, 20, 40}, 23);
+  // GQA decode with K and V converted in registers: groups of 8 (tinyllama's: 8-head score
+  // tiles of 2 keys) and 7 (4 + 2 + 1 heads), over two tokens, hd 64 and hd 40 (masked).
+  check_attention({1, 2, 200, 210, 16, 2, 64}, 24);
+  check_attention({2, 1, 130, 140, 14, 2, 40}, 25);
 }
 
 TEST_P(Kernels, AttentionSlidingWindow) {
