@@ -450,6 +450,32 @@ inline void store_scores(__m512 r, float* dst, int64_t kstride) {
   }
 }
 
+// scores_f16 and store_scores for hg (1, 2, 4, 8 or 16) heads.
+template <bool FULL>
+inline void score_tile(int hg, const float* q, int hdp, const uint16_t* k, const int64_t* ro,
+                       int nv, __mmask16 last, float* dst, int64_t kstride) {
+  switch (hg) {
+    case 16:
+      return store_scores<16>(scores_f16<16, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+    case 8:
+      return store_scores<8>(scores_f16<8, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+    case 4:
+      return store_scores<4>(scores_f16<4, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+    case 2:
+      return store_scores<2>(scores_f16<2, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+    default:
+      return store_scores<1>(scores_f16<1, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+  }
+}
+
+// Heads in the next tile of a group with `left` heads still to do: the largest power of two
+// <= max (16 or 8) that fits.
+inline int tile_heads(int left, int max) {
+  int h = max;
+  while (h > left) h /= 2;
+  return h;
+}
+
 // GQA P·V: HB query heads of one group over n keys (probabilities p[key * pk + head]), CB vectors
 // of each head's output (o rows ostride apart) held in registers; each key's CB value vectors
 // (at v + ro[key], fp16) are converted in registers once for the HB heads. LASTM: the mask of the
@@ -574,9 +600,9 @@ void softmax_block_hl(const AttnArgs& a, int64_t s, int64_t j0, int nb_all, floa
 // feeding 8 heads' multiply-adds), one softmax step with the heads in the vector lanes, then P·V
 // with V converted in registers likewise. Each score tile prefetches into L2 its kv head's slices
 // of the K rows kAhead keys on (~8 KB of rows ahead) and of its own V rows: spread over the tiles,
-// not in one burst per 16 keys (from DRAM a burst of 256 lines ran 1.04-1.09x the time of the
-// copies below, spread 0.76-0.91x). (Before, K and V were first converted into fp32 copies in L1:
-// the copy cost as much as the scores' arithmetic; reports/cpu-kernels.md.)
+// not in one burst per 16 keys. (Before, K and V were first converted into fp32 copies in L1,
+// which cost as much as the scores' arithmetic. From DRAM this kernel ran 1.04-1.09x the copies'
+// time with the prefetches in a burst of 256 lines, 0.76-0.91x spread; reports/cpu-kernels.md.)
 template <bool FULL>
 void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
                  float* part) {
@@ -601,8 +627,7 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
         for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
           const uint16_t* kk = a.k_cache + int64_t(kvh) * hd;
           for (int hh = 0; hh < group;) {
-            const int left = group - hh;
-            const int hg = left >= 16 ? 16 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            const int hg = tile_heads(group - hh, 16);
             const int h = kvh * group + hh;
             const float* q = qfp + (t * nh + h) * hdp;
             float* dst = scp + (t * B + jb) * nh + h;
@@ -622,22 +647,7 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
                     if (vp) _mm_prefetch(vp + l, _MM_HINT_T2);
                   }
                 }
-              switch (hg) {
-                case 16:
-                  store_scores<16>(scores_f16<16, FULL>(q, hdp, kk, ro, nv, last), d, nh);
-                  break;
-                case 8:
-                  store_scores<8>(scores_f16<8, FULL>(q, hdp, kk, ro, nv, last), d, nh);
-                  break;
-                case 4:
-                  store_scores<4>(scores_f16<4, FULL>(q, hdp, kk, ro, nv, last), d, nh);
-                  break;
-                case 2:
-                  store_scores<2>(scores_f16<2, FULL>(q, hdp, kk, ro, nv, last), d, nh);
-                  break;
-                default:
-                  store_scores<1>(scores_f16<1, FULL>(q, hdp, kk, ro, nv, last), d, nh);
-              }
+              score_tile<FULL>(hg, q, hdp, kk, ro, nv, last, d, nh);
             }
             hh += hg;
           }
@@ -650,7 +660,7 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
       if (lo >= hi) continue;
       for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
         for (int hh = 0; hh < group;) {
-          const int left = group - hh, hb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+          const int hb = tile_heads(group - hh, 8);
           const int64_t r = t * nh + int64_t(kvh) * group + hh;
           for (int c0 = 0; c0 < nv;) {
             int cb = std::min(8, 16 / hb);
