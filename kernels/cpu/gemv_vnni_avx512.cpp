@@ -27,6 +27,12 @@ namespace latprof::cpu::detail {
 namespace {
 
 constexpr int64_t kFlushSteps = 128;
+// The linear stream's prefetch distance (row_stream), into L2 as kLinearPrefetchBytes: 6 KB, not
+// the FP16 stream's 8 KB. On AMD Zen 4, in one process, alternating with the FP16 stream at 8 KB
+// (256 MB of weights, huge pages), the W8A16 stream ran at 0.85 of its bandwidth from 8 KB ahead
+// and 0.93-0.94 from 6 KB (2 threads, rounds at >= 45 GB/s); 5 and 7 KB were 0.86-0.90, 2-4 KB
+// 0.54-0.71 (reports/cpu-kernels.md).
+constexpr int64_t kStreamPrefetchBytes = 6144;
 
 inline __m512i load_w16(const int8_t* p) {
   return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -92,7 +98,7 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
 }
 
 // M activation rows, one weight row at a time, so a thread's rows [r0, r1) are one linear stream
-// (rows are contiguous), prefetched kLinearPrefetchBytes ahead; per row and activation row two
+// (rows are contiguous), prefetched kStreamPrefetchBytes ahead; per row and activation row two
 // vpdpwssd chains (64 weights, one line, per step) hide its latency. The activation vectors are
 // loaded again for every weight row (from L1).
 template <int M>
@@ -121,7 +127,7 @@ void row_stream(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, cons
       // flush every kFlushSteps 32-weight steps per chain, as block() does
       const int64_t stop = std::min(n / 64 * 64, k + 64 * kFlushSteps);
       for (; k < stop; k += 64) {
-        if (const int8_t* pf = wr + k + kLinearPrefetchBytes; pf < end) prefetch_linear(pf);
+        if (const int8_t* pf = wr + k + kStreamPrefetchBytes; pf < end) prefetch_linear(pf);
         // One 64-byte load, its halves sign-extended: on AMD Zen 4, in a stand-alone copy from
         // DRAM, 1.01-1.12x two 32-byte loads (88-98% of a plain read; reports/cpu-kernels.md).
         const __m512i wv = _mm512_loadu_si512(reinterpret_cast<const void*>(wr + k));
