@@ -57,7 +57,10 @@ struct Matrix {
   lc::Weight w;
 };
 
-Matrix make_matrix(lc::WType type, int64_t n_out, int64_t n_in, uint64_t key) {
+// W8A16 weights laid out as the CPU backend stores them (rows interleaved in fours where its
+// decode GEMV reads that layout, kernels.hpp) unless row_major.
+Matrix make_matrix(lc::WType type, int64_t n_out, int64_t n_in, uint64_t key,
+                   bool row_major = false) {
   Matrix m;
   const size_t elem = type == lc::WType::f16 ? 2 : 1;
   m.data.reset(huge_alloc(size_t(n_out * n_in) * elem));
@@ -68,6 +71,10 @@ Matrix make_matrix(lc::WType type, int64_t n_out, int64_t n_in, uint64_t key) {
     lc::fill_i8(reinterpret_cast<int8_t*>(m.data.get()), m.scales.data(), n_out, n_in, key, 0.02f);
   }
   m.w = {m.data.get(), m.scales.empty() ? nullptr : m.scales.data(), type, n_out, n_in};
+  if (type == lc::WType::i8 && !row_major && lc::gemv_int8_dot() && lc::rows4_fits(n_out, n_in)) {
+    lc::interleave_rows4(reinterpret_cast<int8_t*>(m.data.get()), n_out, n_in);
+    m.w.rows4 = true;
+  }
   return m;
 }
 
@@ -102,14 +109,17 @@ double time_gemv(benchmark::State& state, const std::vector<Matrix>& mats, int64
   return bytes * it / dt;
 }
 
+// type: 0 FP16, 1 W8A16 (as the backend stores it), 2 W8A8, 3 W8A16 row-major
 void BM_Gemv(benchmark::State& state) {
-  const auto type = lc::WType(state.range(0));
+  const bool row_major = state.range(0) == 3;
+  const auto type = row_major ? lc::WType::i8 : lc::WType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
   const double ceiling = read_bw();
   const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
   const int copies = int(1.6e9 / bytes) + 1;  // > 1.5 GB of distinct weights
   std::vector<Matrix> mats;
-  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 1000 + i));
+  for (int i = 0; i < copies; ++i)
+    mats.push_back(make_matrix(type, n_out, n_in, 1000 + i, row_major));
   const double rate = time_gemv(state, mats, m);
   state.counters["pct_read_bw"] = 100.0 * rate / ceiling;
   state.counters["copies"] = copies;
@@ -318,11 +328,11 @@ BENCHMARK(BM_Gemv)
     ->Args({0, 4096, 4096, 8})
     ->Args({0, 11008, 4096, 8})
     ->Args({0, 4096, 11008, 8})
-    // type 0 FP16, 1 W8A16, 2 W8A8 on tinyllama-1.1b's gate and down projections, 1-8
-    // activation rows (run with --benchmark_enable_random_interleaving to alternate them as the
-    // bandwidth drifts).
-    ->ArgsProduct({{0, 1, 2}, {5632}, {2048}, {1, 2, 3, 4, 6, 8}})
-    ->ArgsProduct({{0, 1, 2}, {2048}, {5632}, {1, 2, 3, 4, 6, 8}})
+    // type 0 FP16, 1 W8A16, 2 W8A8, 3 W8A16 row-major on tinyllama-1.1b's gate and down
+    // projections, 1-8 activation rows (run with --benchmark_enable_random_interleaving to
+    // alternate them as the bandwidth drifts).
+    ->ArgsProduct({{0, 1, 2, 3}, {5632}, {2048}, {1, 2, 3, 4, 6, 8}})
+    ->ArgsProduct({{0, 1, 2, 3}, {2048}, {5632}, {1, 2, 3, 4, 6, 8}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_GemvHot)

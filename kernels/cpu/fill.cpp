@@ -2,6 +2,8 @@
 // not depend on the thread count (nor on the device).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "core/half.hpp"
 #include "core/rng.hpp"
@@ -23,6 +25,35 @@ void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t k
     int8_t* row = dst + r * n_in;
     for (int64_t i = 0; i < n_in; ++i) row[i] = rng::uniform_i8(key, uint64_t(r * n_in + i));
   }
+}
+
+namespace {
+// One pass over each 4-row group through a scratch copy of it: to_rows4 moves row-major into the
+// interleaved layout, else back.
+void permute_rows4(int8_t* w, int64_t n_out, int64_t n_in, bool to_rows4) {
+  const int64_t groups = n_out / 4, chunks = n_in / 64;
+#pragma omp parallel if (n_out * n_in > 65536)
+  {
+    std::vector<int8_t> tmp(size_t(4 * n_in));
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      int8_t* grp = w + g * 4 * n_in;
+      std::memcpy(tmp.data(), grp, tmp.size());
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t rm = i * n_in + c * 64, il = c * 256 + i * 64;
+          std::memcpy(grp + (to_rows4 ? il : rm), tmp.data() + (to_rows4 ? rm : il), 64);
+        }
+    }
+  }
+}
+}  // namespace
+
+void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
+  permute_rows4(w, n_out, n_in, true);
+}
+void deinterleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
+  permute_rows4(w, n_out, n_in, false);
 }
 
 void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude) {

@@ -57,6 +57,20 @@ void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const
     detail::round_rows_f16(x, m, ws[0].n_in, xr.data());
     x = xr.data();
   }
+  if (active_isa() != Isa::avx512 &&
+      std::any_of(ws, ws + n, [](const Weight& w) { return w.rows4; })) {
+    // INT8 rows interleaved in fours, which only the AVX-512 GEMM reads: copied row-major.
+    for (int i = 0; i < n; ++i) {
+      if (!ws[i].rows4) {
+        gemm_group(ws + i, 1, x, m, ys + i);
+        continue;
+      }
+      std::vector<int8_t> buf;
+      const Weight v = detail::row_major_rows(ws[i], 0, ws[i].n_out, buf);
+      gemm_group(&v, 1, x, m, ys + i);
+    }
+    return;
+  }
   if (active_isa() == Isa::avx512 && detail::same_input(ws, n))
     return detail::gemm_group_avx512(ws, n, x, m, ys);
   for (int i = 0; i < n; ++i) {

@@ -64,10 +64,17 @@ inline __m512 load_row(const int8_t* p, __mmask16 k, float scale) {
 
 // Pack W rows [n0, n0 + nc) x columns [k0, k0 + kc) into k-major NR-wide micro-panels:
 // dst[(j / NR) * kc * NR + k * NR + j % NR] = W[n0 + j][k0 + k] (zero beyond n_out).
+// INT8 rows interleaved in fours (rows4, kernels.hpp) are read where they lie: 16 elements at a
+// multiple of 16 never cross a 64-element piece (KC is a multiple of 64).
 template <class T>
 void pack_b(const T* w, const float* scales, int64_t n_in, int64_t n_out, int64_t n0, int64_t nc,
-            int64_t k0, int64_t kc, float* dst) {
+            int64_t k0, int64_t kc, float* dst, bool rows4) {
+  static_assert(KC % 64 == 0);
   constexpr int64_t kAhead = 256 / sizeof(T);  // four 64-byte lines of fp16, two of int8
+  auto at = [&](int64_t n, int64_t k) {
+    if constexpr (sizeof(T) == 1) return w + i8_offset(rows4, n_in, n, k);
+    return w + n * n_in + k;
+  };
   for (int64_t j0 = 0; j0 < nc; j0 += 16) {
     float* panel = dst + (j0 / NR) * kc * NR + (j0 % NR);
     for (int64_t k = 0; k < kc; k += 16) {
@@ -81,11 +88,11 @@ void pack_b(const T* w, const float* scales, int64_t n_in, int64_t n_out, int64_
         // next 16 rows. Without it the conversion waited on the loads: ~10% of a 4,096^2 GEMM.
         const int64_t ka = k + kAhead;
         if (ka < kc) {
-          if (n < n_out) __builtin_prefetch(w + n * n_in + k0 + ka, 0, 3);
+          if (n < n_out) __builtin_prefetch(at(n, k0 + ka), 0, 3);
         } else if (j0 + 16 < nc && n + 16 < n_out) {
-          __builtin_prefetch(w + (n + 16) * n_in + k0 + (ka - kc), 0, 3);
+          __builtin_prefetch(at(n + 16, k0 + (ka - kc)), 0, 3);
         }
-        r[i] = n < n_out ? load_row(w + n * n_in + k0 + k, km, scales ? scales[n] : 1.0f)
+        r[i] = n < n_out ? load_row(at(n, k0 + k), km, scales ? scales[n] : 1.0f)
                          : _mm512_setzero_ps();
       }
       transpose16(r);
@@ -190,7 +197,7 @@ void gemm_t(const Weight* ws, int n, const float* x, int64_t m, float* const* ys
       const int64_t n0 = (job - first_block[i]) * NC, nc = std::min(NC, n_out - n0);
       for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
         const int64_t kc = std::min(KC, n_in - k0);
-        pack_b(wd, scales, n_in, n_out, n0, nc, k0, kc, bp.p);
+        pack_b(wd, scales, n_in, n_out, n0, nc, k0, kc, bp.p, w.rows4);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const float* b = bp.p + (jr / NR) * kc * NR;
           const int nr = int(std::min<int64_t>(NR, nc - jr));

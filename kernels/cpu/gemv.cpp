@@ -189,7 +189,11 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
               detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
             else if (x16)
               detail::gemv_rows_f16_x16(w, x16, yi, b, b1);
-            else
+            else if (w.rows4) {  // no interleaved form on these paths: rows copied row-major
+              thread_local std::vector<int8_t> buf;
+              rows(detail::row_major_rows(w, b, b1, buf), xi + j * n_in, mg, yi + j * w.n_out + b,
+                   0, b1 - b);
+            } else
               rows(w, xi + j * n_in, mg, yi + j * w.n_out, b, b1);
           }
         }

@@ -47,14 +47,14 @@ inline __m512i load_w16(const int8_t* p, __mmask32 k) {
 // into live in memory, touched only at the flushes. (Holding the fp32 sums and all M activations
 // in registers too left R = 1 at M >= 5: 8 activation loads per 8 vpdpwssd, and the 8-row GEMV
 // at ~20% of the read bandwidth.)
-template <int M, int R>
-void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const float* xs,
-           const float* ws, float* y, int64_t ldy, int64_t r) {
+template <int M, int R, bool Rows4>
+void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r) {
+  const int64_t n = w.n_in, ldy = w.n_out;
   alignas(64) float accf[R][M][16] = {};
   __m512i acci[R][M];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < M; ++j) acci[i][j] = _mm512_setzero_si512();
-  const int8_t* wr = w + r * n;
+  const I8Rows<R, Rows4> wr(w, r);
   const int64_t full = n / 32;
   auto flush = [&] {
     for (int i = 0; i < R; ++i)
@@ -69,10 +69,9 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
     const int64_t end = std::min(full, step + kFlushSteps);
     for (; step < end; ++step) {
       const int64_t k = step * 32;
-      if ((step & 1) == 0)
-        for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, 1024);
+      if ((step & 1) == 0) wr.template prefetch<M>(k, 1024);
       __m512i wv[R];
-      for (int i = 0; i < R; ++i) wv[i] = load_w16(wr + i * n + k);
+      for (int i = 0; i < R; ++i) wv[i] = load_w16(wr.at(i, k));
       for (int j = 0; j < M; ++j) {
         __m512i xv = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
         asm("" : "+v"(xv));  // one load for the R products, not one folded into each
@@ -81,10 +80,10 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
     }
     flush();
   }
-  if (const int64_t k = full * 32; k < n) {  // the last, partial step: masked weights
+  if (const int64_t k = full * 32; k < n) {  // the last, partial step (row-major): masked weights
     const __mmask32 mask = __mmask32((uint64_t(1) << (n - k)) - 1);
     __m512i wv[R];
-    for (int i = 0; i < R; ++i) wv[i] = load_w16(wr + i * n + k, mask);
+    for (int i = 0; i < R; ++i) wv[i] = load_w16(wr.at(i, k), mask);
     for (int j = 0; j < M; ++j) {
       const __m512i xv =
           _mm512_maskz_loadu_epi16(mask, reinterpret_cast<const void*>(xq + j * ldx + k));
@@ -94,7 +93,8 @@ void block(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, const flo
   }
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < M; ++j)
-      y[j * ldy + r + i] = _mm512_reduce_add_ps(_mm512_load_ps(accf[i][j])) * ws[r + i] * xs[j];
+      y[j * ldy + r + i] =
+          _mm512_reduce_add_ps(_mm512_load_ps(accf[i][j])) * w.scales[r + i] * xs[j];
 }
 
 // M activation rows, one weight row at a time, so a thread's rows [r0, r1) are one linear stream
@@ -156,17 +156,25 @@ void row_stream(const int8_t* w, int64_t n, const int16_t* xq, int64_t ldx, cons
 template <int M>
 void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r0,
           int64_t r1) {
-  const int8_t* wd = static_cast<const int8_t*>(w.data);
-  // One linear stream while the activations stay in L1 (internal.hpp), else R-row blocks.
-  if (M == 1 || (M <= 4 && M * w.n_in * int64_t(sizeof(int16_t)) <= kLinearActivationBytes))
-    return row_stream<M>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r0, r1);
-  int64_t r = r0;
   // R * M int32 accumulators, <= 20. At M = 8, R = 3 (24) made GCC keep them on the stack and
   // ran 1.7x slower than R = 2; R = 3 at M = 7 (21) was no faster than R = 2, at M = 6 (18) 1.2x
   // faster.
   constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
-  for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
-  for (; r < r1; ++r) block<M, 1>(wd, w.n_in, xq, ldx, xs, w.scales, y, w.n_out, r);
+  if (w.rows4) {
+    // Rows interleaved in fours: a block of the 4 rows of a group is one linear stream (R = 4
+    // from the group's first row), each activation vector loaded once for the 4.
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) block<M, R, true>(w, xq, ldx, xs, y, r);
+    for (; r < r1; ++r) block<M, 1, true>(w, xq, ldx, xs, y, r);
+    return;
+  }
+  // One linear stream while the activations stay in L1 (internal.hpp), else R-row blocks.
+  if (M == 1 || (M <= 4 && M * w.n_in * int64_t(sizeof(int16_t)) <= kLinearActivationBytes))
+    return row_stream<M>(static_cast<const int8_t*>(w.data), w.n_in, xq, ldx, xs, w.scales, y,
+                         w.n_out, r0, r1);
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) block<M, R, false>(w, xq, ldx, xs, y, r);
+  for (; r < r1; ++r) block<M, 1, false>(w, xq, ldx, xs, y, r);
 }
 
 }  // namespace

@@ -58,12 +58,12 @@ inline int64_t reduce_diff(__m512i acc, __m512i cor) {
 // Rows [r, r + R) of W against M activation rows of xu (u8, row stride ldx >= n rounded up to 64,
 // padded with 128): the R weight vectors of a step stay in registers, each activation vector is
 // loaded once for the R rows; R * M + R int32 accumulators (the R corrections).
-template <int M, int R>
-void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const float* xs,
-           const float* ws, float* y, int64_t ldy, int64_t r) {
+template <int M, int R, bool Rows4>
+void block(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs, float* y, int64_t r) {
+  const int64_t n = w.n_in, ldy = w.n_out;
   int64_t tot[R][M] = {};
   const __m512i off = _mm512_set1_epi8(char(0x80));  // 128 as an unsigned byte
-  const int8_t* wr = w + r * n;
+  const I8Rows<R, Rows4> wr(w, r);
   const int64_t full = n / 64;
   // Rounds of at most kFlushSteps steps; the last round takes the partial step (masked weights).
   for (int64_t step = 0; step < full || (step == full && full * 64 < n);) {
@@ -88,11 +88,10 @@ void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const flo
     const int64_t end = std::min(full, step + kFlushSteps);
     for (; step < end; ++step) {
       const int64_t k = step * 64;
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, kBlockPrefetchBytes / R);
+      wr.template prefetch<M>(k, kBlockPrefetchBytes / R);
       __m512i wv[R];
 #pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) wv[i] = load_w(wr + i * n + k);
+      for (int i = 0; i < R; ++i) wv[i] = load_w(wr.at(i, k));
       mac(wv, k);
     }
     if (step == full && full * 64 < n) {
@@ -100,7 +99,7 @@ void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const flo
       const __mmask64 mask = (uint64_t(1) << (n - k)) - 1;
       __m512i wv[R];
 #pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) wv[i] = load_w(wr + i * n + k, mask);
+      for (int i = 0; i < R; ++i) wv[i] = load_w(wr.at(i, k), mask);
       mac(wv, k);
       ++step;
     }
@@ -112,7 +111,7 @@ void block(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, const flo
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
-    for (int j = 0; j < M; ++j) y[j * ldy + r + i] = float(tot[i][j]) * ws[r + i] * xs[j];
+    for (int j = 0; j < M; ++j) y[j * ldy + r + i] = float(tot[i][j]) * w.scales[r + i] * xs[j];
 }
 
 // M activation rows, one weight row at a time, so a thread's rows [r0, r1) are one linear stream,
@@ -187,7 +186,16 @@ void row_stream(const int8_t* w, int64_t n, const uint8_t* xu, int64_t ldx, cons
 template <int M>
 void rows(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs, float* y, int64_t r0,
           int64_t r1) {
-  const int8_t* wd = static_cast<const int8_t*>(w.data);
+  // R * M + R accumulators, R weights, the activation and the 128s: <= 30 registers.
+  constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
+  if (w.rows4) {
+    // Rows interleaved in fours (kernels.hpp): 4-row blocks from each group's first row, one
+    // linear stream.
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) block<M, R, true>(w, xu, ldx, xs, y, r);
+    for (; r < r1; ++r) block<M, 1, true>(w, xu, ldx, xs, y, r);
+    return;
+  }
   // Up to 4 activation rows, while they stay in L1 (internal.hpp, kLinearActivationBytes): one
   // linear stream (on AMD Zen 4, 2 threads, from DRAM, the 2,048-wide gate projection ran 2.1x
   // faster at 2 rows and 1.45x at 4 than the R-row blocks; at 6 and 8 rows, where the
@@ -195,14 +203,12 @@ void rows(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs, floa
   // or faster: reports/cpu-kernels.md).
   if (M == 1 || (M <= 4 && M * w.n_in <= kLinearActivationBytes)) {
     constexpr int U = M <= 2 ? 2 : 1;
-    row_stream<M, U>(wd, w.n_in, xu, ldx, xs, w.scales, y, w.n_out, r0, r1);
-  } else {
-    int64_t r = r0;
-    // R * M + R accumulators, R weights, the activation and the 128s: <= 30 registers.
-    constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
-    for (; r + R <= r1; r += R) block<M, R>(wd, w.n_in, xu, ldx, xs, w.scales, y, w.n_out, r);
-    for (; r < r1; ++r) block<M, 1>(wd, w.n_in, xu, ldx, xs, w.scales, y, w.n_out, r);
+    return row_stream<M, U>(static_cast<const int8_t*>(w.data), w.n_in, xu, ldx, xs, w.scales, y,
+                            w.n_out, r0, r1);
   }
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) block<M, R, false>(w, xu, ldx, xs, y, r);
+  for (; r < r1; ++r) block<M, 1, false>(w, xu, ldx, xs, y, r);
 }
 
 }  // namespace

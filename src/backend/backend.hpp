@@ -42,6 +42,10 @@ struct DeviceWeight {
   WeightType type = WeightType::f16;
   int64_t n_out = 0;
   int64_t n_in = 0;
+  // How the backend laid the data out when it wrote it (fill_weight, upload_weight): row-major
+  // [n_out, n_in] unless the backend chose otherwise (the CPU backend: INT8 rows interleaved in
+  // fours for its decode GEMV, kernels/cpu/kernels.hpp). Only the backend that set it reads it.
+  bool interleaved = false;
   size_t data_bytes() const {
     return size_t(n_out) * size_t(n_in) * (type == WeightType::f16 ? 2 : 1);
   }

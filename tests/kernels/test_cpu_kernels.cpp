@@ -18,6 +18,7 @@
 
 #include "core/half.hpp"
 #include "core/rng.hpp"
+#include "kernels/cpu/internal.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "support/param_names.hpp"
 
@@ -107,6 +108,8 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Kernels,
 struct LinearCase {
   WType type;
   int64_t n_out, n_in;
+  bool rows4 =
+      false;  // INT8 rows interleaved in fours (kernels.hpp), as the CPU backend stores them
 };
 
 struct LinearData {
@@ -135,6 +138,10 @@ LinearData make_weight(const LinearCase& c, uint32_t seed) {
     }
     d.scales = random_f32(size_t(c.n_out), seed + 1, 0.001f, 0.02f);
     for (size_t i = 0; i < n; ++i) d.wd[i] = double(d.w8[i]) * d.scales[i / size_t(c.n_in)];
+    if (c.rows4) {
+      interleave_rows4(d.w8.data(), c.n_out, c.n_in);
+      d.w.rows4 = true;
+    }
     d.w.data = d.w8.data();
     d.w.scales = d.scales.data();
   }
@@ -237,8 +244,8 @@ void check_linear(const LinearCase& c, int64_t m, uint32_t seed,
     // stays below ~sqrt(n_in) * 2^-24 * sum|x w|; 1e-5 * sum|x w| leaves margin, and a single
     // dropped or doubled term (~sum|x w| / n_in, n_in <= 4113) is still far outside it.
     EXPECT_TRUE(close(ref, y.data(), 1e-30, 1e-5, &mag))
-        << names[f] << " " << type_name(c.type) << " n_out=" << c.n_out << " n_in=" << c.n_in
-        << " m=" << m;
+        << names[f] << " " << type_name(c.type) << (c.rows4 ? " rows4" : "") << " n_out=" << c.n_out
+        << " n_in=" << c.n_in << " m=" << m;
   }
 }
 
@@ -283,6 +290,67 @@ TEST_P(Kernels, LinearOddShapes) {
       x[17] = big;
       check_linear({WType::f16, 40, 2048 + 5}, m, seed++, x);
     }
+}
+
+// INT8 rows interleaved in fours, as the CPU backend stores them where rows4_fits: every path
+// (the VNNI W8A16 and W8A8 GEMVs' 4-row streams, their blocks of 1-3 rows, the AVX-512 GEMM's
+// packing, and the row-major copies the other ISAs take) against the same reference.
+TEST_P(Kernels, LinearRowsInterleavedInFours) {
+  uint32_t seed = 900;
+  for (WType t : {WType::i8, WType::i8a8}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17}) check_linear({t, 36, 2048, true}, m, seed++);
+    check_linear({t, 8, 8192 + 64, true}, 1, seed++);  // past the VNNI int32 flushes
+    check_linear({t, 12, 8192 + 64, true}, 6, seed++);
+    check_linear({t, 4, 2 * 65536 + 64, true}, 1, seed++);  // past W8A8's int32 reductions
+    check_linear({t, 516, 256, true}, 1, seed++);           // several GEMV chunks and threads
+    check_linear({t, 40, 576, true}, 40, seed++);           // the GEMM: a partial KC slice
+    check_linear({t, 260, 320, true}, 130, seed++);
+  }
+}
+
+// The VNNI W8A16 rows of an interleaved weight from a row that is not a group's first (gemv hands
+// out whole groups; the kernel takes any range): the same values as the whole product, and no
+// write outside the range.
+TEST(Kernels8, InterleavedRowsFromAnyRow) {
+  if (!gemv_int8_dot()) GTEST_SKIP() << "no AVX512-VNNI here: the W8A16 VNNI GEMV does not run";
+  const int64_t n_out = 12, n_in = 128;
+  for (const int64_t m : {1, 3, 6}) {
+    LinearData d = make_weight({WType::i8, n_out, n_in, true}, 31 + uint32_t(m));
+    const std::vector<float> x = random_f32(size_t(m * n_in), 41 + uint32_t(m));
+    std::vector<float> whole(size_t(m * n_out), kNaN), part(whole.size(), kNaN);
+    gemv(d.w, x.data(), m, whole.data());
+    std::vector<int16_t> xq(size_t(m * n_in));
+    std::vector<float> xs(size_t(m), 0.0f);
+    detail::quantize_activations_i16(x.data(), m, n_in, n_in, xq.data(), xs.data());
+    detail::gemv_rows_i8_vnni(d.w, xq.data(), n_in, xs.data(), m, part.data(), 1, 11);
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t r = 0; r < n_out; ++r) {
+        const float p = part[size_t(j * n_out + r)], w = whole[size_t(j * n_out + r)];
+        if (r < 1 || r >= 11)
+          EXPECT_TRUE(std::isnan(p)) << "row " << r << " written, m=" << m;
+        else
+          EXPECT_NEAR(p, w, 1e-6f * std::fabs(w) + 1e-30f) << "row " << r << " m=" << m;
+      }
+  }
+}
+
+TEST(Fill, RowsInterleavedInFoursRoundTrip) {
+  const int64_t n_out = 12, n_in = 192;
+  std::vector<int8_t> a(size_t(n_out * n_in));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = int8_t(i * 37 % 251 - 125);
+  std::vector<int8_t> b = a;
+  ASSERT_TRUE(rows4_fits(n_out, n_in));
+  EXPECT_FALSE(rows4_fits(10, n_in));
+  EXPECT_FALSE(rows4_fits(n_out, 96));
+  interleave_rows4(b.data(), n_out, n_in);
+  EXPECT_NE(a, b);
+  for (int64_t r = 0; r < n_out; ++r)
+    for (int64_t k = 0; k < n_in; ++k)
+      ASSERT_EQ(b[size_t(i8_offset(true, n_in, r, k))], a[size_t(r * n_in + k)]) << r << " " << k;
+  // The layout as documented: row 4g + i, piece c at 4g * n_in + 256c + 64i.
+  EXPECT_EQ(b[size_t(4 * n_in + 256 * 2 + 64 * 3 + 5)], a[size_t(7 * n_in + 2 * 64 + 5)]);
+  deinterleave_rows4(b.data(), n_out, n_in);
+  EXPECT_EQ(a, b);
 }
 
 TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
