@@ -162,10 +162,20 @@ void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, floa
   constexpr int R = M <= 5 ? 4 : M == 6 ? 3 : 2;
   if (w.rows4) {
     // Rows interleaved in fours: a block of the 4 rows of a group is one linear stream (R = 4
-    // from the group's first row), each activation vector loaded once for the 4.
+    // from the group's first row), each activation vector loaded once for the 4. From 5
+    // activation rows (4 x M accumulators would not fit the registers) each group is taken in
+    // two blocks of about M / 2 rows, the second reading the group again from L1/L2.
+    constexpr int Ma = M <= 4 ? M : 4, Mb = M - Ma;
+    const int64_t ldy = w.n_out;
     int64_t r = r0;
-    for (; r + R <= r1; r += R) block<M, R, true>(w, xq, ldx, xs, y, r);
-    for (; r < r1; ++r) block<M, 1, true>(w, xq, ldx, xs, y, r);
+    for (; r + 4 <= r1; r += 4) {
+      block<Ma, 4, true>(w, xq, ldx, xs, y, r);
+      if constexpr (Mb > 0) block<Mb, 4, true>(w, xq + Ma * ldx, ldx, xs + Ma, y + Ma * ldy, r);
+    }
+    for (; r < r1; ++r) {
+      block<Ma, 1, true>(w, xq, ldx, xs, y, r);
+      if constexpr (Mb > 0) block<Mb, 1, true>(w, xq + Ma * ldx, ldx, xs + Ma, y + Ma * ldy, r);
+    }
     return;
   }
   // One linear stream while the activations stay in L1 (internal.hpp), else R-row blocks.
