@@ -42,8 +42,9 @@ cpu::Weight as_cpu(const DeviceWeight& w) {
 // W8A16 weights are stored with their rows interleaved in fours where the decode GEMV reads that
 // layout as one stream (AVX512-VNNI) and the shape fits: on AMD Zen 4 the INT8 decode stream then
 // ran at 1.04-1.06x the FP16 stream's bytes per second, against 0.89x row-major
-// (reports/cpu-kernels.md). W8A8 weights stay row-major (its 4-row stream measured 0.88x against
-// its row stream's 0.92x).
+// (reports/cpu-kernels.md). W8A8 weights stay row-major: interleaved, its GEMV was faster at one
+// activation row (0.91 / 0.98 of the FP16 stream against 0.84 / 0.89) but slower at 2 and 8 rows
+// (0.63-0.70 against 0.77-0.87, 0.25 against 0.35).
 void interleave_if_useful(DeviceWeight& w) {
   if (w.type == WeightType::i8 && cpu::gemv_int8_dot() && cpu::rows4_fits(w.n_out, w.n_in)) {
     cpu::interleave_rows4(static_cast<int8_t*>(w.data), w.n_out, w.n_in);
