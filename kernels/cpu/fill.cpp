@@ -27,10 +27,8 @@ void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t k
   }
 }
 
-namespace {
-// One pass over each 4-row group through a scratch copy of it: to_rows4 moves row-major into the
-// interleaved layout, else back.
-void permute_rows4(int8_t* w, int64_t n_out, int64_t n_in, bool to_rows4) {
+void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
+  // Each 4-row group through a scratch copy of it.
   const int64_t groups = n_out / 4, chunks = n_in / 64;
 #pragma omp parallel if (n_out * n_in > 65536)
   {
@@ -40,20 +38,10 @@ void permute_rows4(int8_t* w, int64_t n_out, int64_t n_in, bool to_rows4) {
       int8_t* grp = w + g * 4 * n_in;
       std::memcpy(tmp.data(), grp, tmp.size());
       for (int64_t i = 0; i < 4; ++i)
-        for (int64_t c = 0; c < chunks; ++c) {
-          const int64_t rm = i * n_in + c * 64, il = c * 256 + i * 64;
-          std::memcpy(grp + (to_rows4 ? il : rm), tmp.data() + (to_rows4 ? rm : il), 64);
-        }
+        for (int64_t c = 0; c < chunks; ++c)
+          std::memcpy(grp + c * 256 + i * 64, tmp.data() + i * n_in + c * 64, 64);
     }
   }
-}
-}  // namespace
-
-void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
-  permute_rows4(w, n_out, n_in, true);
-}
-void deinterleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
-  permute_rows4(w, n_out, n_in, false);
 }
 
 void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude) {

@@ -37,9 +37,9 @@ struct Weight {
 // INT8 rows interleaved in fours: each group of 4 rows (4 * n_in bytes, where row-major puts
 // them) holds their 64-byte pieces in turn: row 4g + i, elements [64c, 64c + 64) at offset
 // 4g * n_in + 256c + 64i. The decode GEMV then reads 4 rows as one linear stream sharing each
-// activation load: on AMD Zen 4 the W8A16 stream at 0.97-1.0 of the FP16 stream's bytes per
-// second, against 0.85-0.93 row-major (reports/cpu-kernels.md). Needs n_in % 64 == 0 and
-// n_out % 4 == 0.
+// activation load: on AMD Zen 4 (2 threads, fast windows) the W8A16 stream at one activation row
+// ran at 0.99-1.07 of the FP16 stream's bytes per second, against 0.89-0.92 row-major
+// (reports/cpu-kernels.md). Needs n_in % 64 == 0 and n_out % 4 == 0.
 inline bool rows4_fits(int64_t n_out, int64_t n_in) {
   return n_out > 0 && n_in > 0 && n_in % 64 == 0 && n_out % 4 == 0;
 }
@@ -48,9 +48,8 @@ inline bool rows4_fits(int64_t n_out, int64_t n_in) {
 inline int64_t i8_offset(bool rows4, int64_t n_in, int64_t r, int64_t k) {
   return rows4 ? (r >> 2) * 4 * n_in + (k >> 6) * 256 + (r & 3) * 64 + (k & 63) : r * n_in + k;
 }
-// Row-major -> rows interleaved in fours and back, in place (rows4_fits must hold), in parallel.
+// Row-major -> rows interleaved in fours, in place (rows4_fits must hold), in parallel.
 void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in);
-void deinterleave_rows4(int8_t* w, int64_t n_out, int64_t n_in);
 
 // y[m, n_out] = x[m, n_in] · Wᵀ, fp32 accumulation. Dispatches to gemv() for small m and to
 // gemm() otherwise. y must not alias x.

@@ -108,8 +108,8 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Kernels,
 struct LinearCase {
   WType type;
   int64_t n_out, n_in;
-  bool rows4 =
-      false;  // INT8 rows interleaved in fours (kernels.hpp), as the CPU backend stores them
+  // INT8 rows interleaved in fours (kernels.hpp), as the CPU backend stores them.
+  bool rows4 = false;
 };
 
 struct LinearData {
@@ -293,8 +293,9 @@ TEST_P(Kernels, LinearOddShapes) {
 }
 
 // INT8 rows interleaved in fours, as the CPU backend stores them where rows4_fits: every path
-// (the VNNI W8A16 and W8A8 GEMVs' 4-row streams, their blocks of 1-3 rows, the AVX-512 GEMM's
-// packing, and the row-major copies the other ISAs take) against the same reference.
+// (the VNNI W8A16 GEMV's 4-row streams, split in two from 5 activation rows, and its 1-row
+// tails; the W8A8 GEMV's 4-, 3- and 2-row blocks; the AVX-512 GEMM's packing; the row-major
+// copies the other ISAs take) against the same reference.
 TEST_P(Kernels, LinearRowsInterleavedInFours) {
   uint32_t seed = 900;
   for (WType t : {WType::i8, WType::i8a8}) {
@@ -334,7 +335,7 @@ TEST(Kernels8, InterleavedRowsFromAnyRow) {
   }
 }
 
-TEST(Fill, RowsInterleavedInFoursRoundTrip) {
+TEST(Fill, RowsInterleavedInFoursAndCopiedBack) {
   const int64_t n_out = 12, n_in = 192;
   std::vector<int8_t> a(size_t(n_out * n_in));
   for (size_t i = 0; i < a.size(); ++i) a[i] = int8_t(i * 37 % 251 - 125);
@@ -349,8 +350,16 @@ TEST(Fill, RowsInterleavedInFoursRoundTrip) {
       ASSERT_EQ(b[size_t(i8_offset(true, n_in, r, k))], a[size_t(r * n_in + k)]) << r << " " << k;
   // The layout as documented: row 4g + i, piece c at 4g * n_in + 256c + 64i.
   EXPECT_EQ(b[size_t(4 * n_in + 256 * 2 + 64 * 3 + 5)], a[size_t(7 * n_in + 2 * 64 + 5)]);
-  deinterleave_rows4(b.data(), n_out, n_in);
-  EXPECT_EQ(a, b);
+  // Rows 3-8 copied back row-major (the paths without an interleaved form), scales from row 3.
+  std::vector<float> scales(size_t(n_out), 0.0f);
+  std::iota(scales.begin(), scales.end(), 1.0f);
+  const Weight w{b.data(), scales.data(), WType::i8, n_out, n_in, true};
+  std::vector<int8_t> buf;
+  const Weight v = detail::row_major_rows(w, 3, 9, buf);
+  EXPECT_FALSE(v.rows4);
+  EXPECT_EQ(v.n_out, n_out);  // the output's row stride
+  EXPECT_EQ(v.scales[0], 4.0f);
+  EXPECT_EQ(buf, std::vector<int8_t>(a.begin() + 3 * n_in, a.begin() + 9 * n_in));
 }
 
 TEST_P(Kernels, SyncStatsCountEachParallelRegion) {

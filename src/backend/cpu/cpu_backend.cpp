@@ -39,13 +39,13 @@ cpu::Weight as_cpu(const DeviceWeight& w) {
   return c;
 }
 
-// W8A16 weights are stored with their rows interleaved in fours where the decode GEMV reads that
-// layout as one stream (AVX512-VNNI) and the shape fits: on AMD Zen 4 the INT8 decode stream then
-// ran at 1.04-1.06x the FP16 stream's bytes per second, against 0.89x row-major
-// (reports/cpu-kernels.md). W8A8 weights stay row-major: interleaved, its GEMV was faster at one
-// activation row (0.91 / 0.98 of the FP16 stream against 0.84 / 0.89) but slower at 2 and 8 rows
-// (0.63-0.70 against 0.77-0.87, 0.25 against 0.35).
-void interleave_if_useful(DeviceWeight& w) {
+// Lays out weight data just written: W8A16 rows interleaved in fours where the decode GEMV reads
+// that layout (AVX512-VNNI; why: kernels/cpu/kernels.hpp) and the shape fits, else row-major.
+// W8A8 weights stay row-major: interleaved, its GEMV was faster at one activation row (0.91 /
+// 0.98 of the FP16 stream against 0.84 / 0.89) but slower at 2 and 8 rows (0.63-0.70 against
+// 0.77-0.87, 0.25 against 0.35; reports/cpu-kernels.md).
+void lay_out(DeviceWeight& w) {
+  w.interleaved = false;
   if (w.type == WeightType::i8 && cpu::gemv_int8_dot() && cpu::rows4_fits(w.n_out, w.n_in)) {
     cpu::interleave_rows4(static_cast<int8_t*>(w.data), w.n_out, w.n_in);
     w.interleaved = true;
@@ -132,7 +132,7 @@ class CpuBackend final : public Backend {
       cpu::fill_f16(static_cast<uint16_t*>(w.data), w.n_out * w.n_in, key, amplitude);
     else {
       cpu::fill_i8(static_cast<int8_t*>(w.data), w.scales, w.n_out, w.n_in, key, amplitude);
-      interleave_if_useful(w);
+      lay_out(w);
     }
   }
   void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude) override {
@@ -142,8 +142,7 @@ class CpuBackend final : public Backend {
     std::memcpy(w.data, host_data, w.data_bytes());
     if (int8_storage(w.type) && host_scales)
       std::memcpy(w.scales, host_scales, size_t(w.n_out) * sizeof(float));
-    w.interleaved = false;
-    if (int8_storage(w.type)) interleave_if_useful(w);
+    lay_out(w);
   }
 
   void embed(const DeviceWeight& table, const int32_t* tokens, int64_t rows, void* out) override {
