@@ -13,6 +13,7 @@
 #include <new>
 #include <vector>
 
+#include "core/half.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace lc = latprof::cpu;
@@ -210,19 +211,22 @@ void BM_Step(benchmark::State& state) {
                            1e-9;
 }
 
-// Decode attention (n_seq 1, fp16 KV cache) at llama-2-7b's heads (model 0: 32 heads, hd 128)
-// or tinyllama-1.1b's (model 1: 32 query heads on 4 kv heads, hd 64): enough distinct caches of
+// Decode attention (n_seq 1) at llama-2-7b's heads (model 0: 32 heads, hd 128) or
+// tinyllama-1.1b's (model 1: 32 query heads on 4 kv heads, hd 64): enough distinct caches of
 // `context` positions are rotated that > 1.1 GB is touched between reuses (more than any L3
-// here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read.
-// args: context, n_new, model
+// here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read. kv: 0 an fp16
+// cache, 1 bf16 (vdpbf16ps where the CPU has AVX512-BF16), 2 bf16 widened to fp32.
+// args: context, n_new, model, kv
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t ctx = state.range(0), n_new = state.range(1);
   const bool tiny = state.range(2) == 1;
+  const auto kv = state.range(3) == 0 ? lc::KvType::f16 : lc::KvType::bf16;
+  lc::allow_bf16_dot(state.range(3) != 2);
   const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
   const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
   const double ceiling = read_bw();
   const size_t cache_elems = size_t(ctx * kv_dim);
-  const double bytes = 2.0 * double(cache_elems) * 2.0;  // K + V, fp16
+  const double bytes = 2.0 * double(cache_elems) * 2.0;  // K + V, 2 bytes an element
   const int copies = int(1.1e9 / bytes) + 1;
   std::unique_ptr<uint8_t[], FreeDeleter> k(huge_alloc(cache_elems * 2 * size_t(copies))),
       v(huge_alloc(cache_elems * 2 * size_t(copies)));
@@ -230,6 +234,10 @@ void BM_AttentionDecode(benchmark::State& state) {
   auto* vc = reinterpret_cast<uint16_t*>(v.get());
   lc::fill_f16(kc, int64_t(cache_elems) * copies, 31, 1.0f);
   lc::fill_f16(vc, int64_t(cache_elems) * copies, 32, 1.0f);
+  if (kv == lc::KvType::bf16)  // the same values, rounded to bf16
+    for (uint16_t* c : {kc, vc})
+      for (size_t i = 0; i < cache_elems * size_t(copies); ++i)
+        c[i] = latprof::float_to_bf16(latprof::half_to_float(c[i]));
   std::vector<float> q(size_t(n_new * qd)), out(q.size());
   lc::fill_f32(q.data(), int64_t(q.size()), 7, 0.0f, 1.0f);
   // Each cache copy is one block of ctx positions; the new tokens are its last n_new.
@@ -240,7 +248,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   const WallTimer timer;
   for (auto _ : state) {
     const size_t off = size_t(next) * cache_elems;
-    lc::attention_paged(q.data(), kc + off, vc + off, batch, n_heads, n_kv, hd, 0, out.data());
+    lc::attention_paged(q.data(), kv, kc + off, vc + off, batch, n_heads, n_kv, hd, 0, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
     next = (next + 1) % copies;
@@ -252,6 +260,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.counters["us_per_layer"] = dt / it * 1e6;
   state.counters["copies"] = copies;
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
+  lc::allow_bf16_dot(true);
 }
 
 // Prefill attention (one sequence, causal, fp16 KV cache) of `tokens` new tokens after `past`
@@ -273,7 +282,8 @@ void BM_AttentionPrefill(benchmark::State& state) {
   const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, ctx};
   const WallTimer timer;
   for (auto _ : state) {
-    lc::attention_paged(q.data(), kc.data(), vc.data(), batch, n_heads, n_kv, hd, 0, out.data());
+    lc::attention_paged(q.data(), lc::KvType::f16, kc.data(), vc.data(), batch, n_heads, n_kv, hd,
+                        0, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -357,9 +367,9 @@ BENCHMARK(BM_Step)
     ->UseRealTime();
 
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}})
-    ->Args({2048, 4, 0})
-    ->ArgNames({"ctx", "n_new", "model"})
+    ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}, {0, 1, 2}})
+    ->Args({2048, 4, 0, 0})
+    ->ArgNames({"ctx", "n_new", "model", "kv"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -14,6 +15,19 @@
 
 namespace latprof::cpu {
 namespace detail {
+namespace {
+
+inline float kv_value(KvType kv, uint16_t x) {
+  return kv == KvType::bf16 ? bf16_to_float(x) : half_to_float(x);
+}
+
+std::atomic<bool> g_bf16_dot{true};
+
+}  // namespace
+
+bool bf16_dot_allowed() {
+  return g_bf16_dot && has_avx512_bf16();
+}
 
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
   constexpr int64_t kBlock = 64;  // keys per online-softmax step
@@ -39,7 +53,7 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         for (int64_t j = js; j < nb; ++j) {
           const uint16_t* k = a.k_cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
           float dot = 0;
-          for (int d = 0; d < hd; ++d) dot += q[d] * half_to_float(k[d]);
+          for (int d = 0; d < hd; ++d) dot += q[d] * kv_value(a.kv, k[d]);
           sc[size_t(j)] = dot * scale;
           block_max = std::max(block_max, sc[size_t(j)]);
         }
@@ -52,7 +66,7 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
           const float p = std::exp(sc[size_t(j)] - new_max);
           run_sum += p;
           const uint16_t* v = a.v_cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
-          for (int d = 0; d < hd; ++d) o[size_t(d)] += p * half_to_float(v[d]);
+          for (int d = 0; d < hd; ++d) o[size_t(d)] += p * kv_value(a.kv, v[d]);
         }
         run_max = new_max;
       }
@@ -65,13 +79,22 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
 
 }  // namespace detail
 
+void allow_bf16_dot(bool allow) {
+  detail::g_bf16_dot = allow;
+}
+
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
-                    int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
+                    int64_t kv_dim, KvType kv, uint16_t* k_cache, uint16_t* v_cache) {
   const bool f16c = active_isa() != Isa::scalar;
 #pragma omp parallel for schedule(static) if (rows * kv_dim > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t dst = int64_t(slots[r]) * kv_dim;
-    if (f16c) {
+    if (kv == KvType::bf16) {
+      for (int64_t i = 0; i < kv_dim; ++i) {
+        k_cache[dst + i] = float_to_bf16(k[r * kv_dim + i]);
+        v_cache[dst + i] = float_to_bf16(v[r * kv_dim + i]);
+      }
+    } else if (f16c) {
       detail::f32_to_f16_f16c(k + r * kv_dim, k_cache + dst, kv_dim);
       detail::f32_to_f16_f16c(v + r * kv_dim, v_cache + dst, kv_dim);
     } else {
@@ -83,14 +106,28 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
   }
 }
 
-void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const uint16_t* v_cache,
                      const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
                      float* out) {
   if (b.n_seqs <= 0) return;
-  const detail::AttnArgs a{q,           k_cache,        v_cache,      b.query_start,
-                           b.positions, b.block_tables, b.max_blocks, b.block_size,
-                           n_heads,     n_kv_heads,     hd,           out,
-                           window};
+  // vdpbf16ps for the GQA decode (where the multiply-adds bound it); MHA decodes widen bf16.
+  const bool dot = kv == KvType::bf16 && hd % 32 == 0 && n_heads != n_kv_heads &&
+                   active_isa() == Isa::avx512 && detail::bf16_dot_allowed();
+  const detail::AttnArgs a{q,
+                           k_cache,
+                           v_cache,
+                           b.query_start,
+                           b.positions,
+                           b.block_tables,
+                           b.max_blocks,
+                           b.block_size,
+                           n_heads,
+                           n_kv_heads,
+                           hd,
+                           out,
+                           window,
+                           kv,
+                           dot};
   // Sequences with few query tokens (decodes) stream their cache once, split over keys; the
   // others (prefill chunks) are cut into units of query tokens per kv head.
   constexpr int64_t kFewTokens = 4;

@@ -247,6 +247,9 @@ struct AttnArgs {
   int n_heads, n_kv_heads, hd;
   float* out;
   int64_t window;  // sliding window in keys; 0: none
+  KvType kv = KvType::f16;
+  // The decode takes attention_chunk_bf16_avx512 (a bf16 cache, AVX512-BF16, hd % 32 == 0).
+  bool dot_bf16 = false;
 
   int64_t kv_dim() const { return int64_t(n_kv_heads) * hd; }
   int64_t tok0(int64_t s) const { return query_start[s]; }
@@ -272,6 +275,10 @@ inline int64_t attn_part_stride(int hd) {
   return 16 * ((hd + 15) / 16) + 16;
 }
 void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
+// The same on a bf16 cache with vdpbf16ps (attention_bf16_avx512.cpp; a.dot_bf16).
+void attention_chunk_bf16_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
+// AVX512-BF16 present and allow_bf16_dot not turned off.
+bool bf16_dot_allowed();
 
 // SwiGLU over n elements (elementwise.cpp's swiglu), AVX-512.
 void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out);

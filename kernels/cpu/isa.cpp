@@ -55,4 +55,9 @@ bool has_vnni() {
   return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
 }
 
+bool has_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+
 }  // namespace latprof::cpu

@@ -14,7 +14,8 @@ Isa detected_isa();       // best the CPU supports (AVX-512 needs F, BW, VL and 
 Isa active_isa();         // what kernels use now (detected, unless forced)
 void force_isa(Isa isa);  // tests and benchmarks: run a lower path; clamps to detected_isa()
 const char* isa_name(Isa isa);
-bool has_vnni();  // AVX512-VNNI or AVX-VNNI present
+bool has_vnni();         // AVX512-VNNI or AVX-VNNI present
+bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
 
 // ---- linear weights -----------------------------------------------------------------------------
 enum class WType { f16 = 0, i8 = 1, i8a8 = 2 };
@@ -108,14 +109,21 @@ struct RaggedBatch {
   int64_t max_blocks = 0;
   int64_t block_size = 0;
 };
-// k, v: [rows, kv_dim] fp32 -> fp16 cache rows slots[r].
+// The KV cache's element type: fp16 (IEEE binary16) or bf16 (the top half of an fp32). With bf16
+// on a CPU with AVX512-BF16, the decode attention's dot products (q·k and p·v) take q and the
+// softmax probabilities rounded to bf16 as well (vdpbf16ps, fp32 sums), as GPU attention kernels
+// on a bf16 cache do; elsewhere keys and values are widened to fp32 and q and p stay fp32.
+enum class KvType : uint8_t { f16 = 0, bf16 = 1 };
+// Tests and benchmarks: false makes the decode widen bf16 to fp32 on AVX512-BF16 CPUs too.
+void allow_bf16_dot(bool allow);
+// k, v: [rows, kv_dim] fp32 -> cache rows slots[r] of type kv (round to nearest even).
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
-                    int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache);
+                    int64_t kv_dim, KvType kv, uint16_t* k_cache, uint16_t* v_cache);
 // Causal grouped-query attention of each query row over its sequence's cache positions
 // [0, p] (with a sliding window W > 0: [max(0, p - W + 1), p], W keys); the cache already holds
 // them. q, out: [rows, n_heads * hd] fp32; query head h uses kv head h / (n_heads / n_kv_heads);
 // scale 1/sqrt(hd).
-void attention_paged(const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const uint16_t* v_cache,
                      const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
                      float* out);
 // out[t, j] = silu(gate[t, j]) * up[t, j]; out may alias gate

@@ -1,6 +1,7 @@
 #pragma once
 // IEEE 754 binary16 <-> float, portable and exact (round to nearest even). Kernels use F16C
 // instructions where the CPU has them; this is the reference those paths are tested against.
+// bfloat16 (the top 16 bits of a float) <-> float likewise.
 #include <cstdint>
 #include <cstring>
 
@@ -55,6 +56,21 @@ inline uint16_t float_to_half(float f) {
   const uint32_t rem = absx & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) ++r;
   return uint16_t(sign | r);
+}
+
+inline float bf16_to_float(uint16_t b) {
+  const uint32_t bits = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Round to nearest even; NaN stays a (quiet) NaN, overflow goes to infinity.
+inline uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 }  // namespace latprof

@@ -528,11 +528,15 @@ struct AttnCase {
   int64_t n_seq, n_new, pos0, ctx_cap;
   int n_heads, n_kv_heads, hd;
   int64_t window = 0;  // sliding window (keys); 0: none
+  KvType kv = KvType::f16;
+  float value(uint16_t x) const { return kv == KvType::bf16 ? bf16_to_float(x) : half_to_float(x); }
+  uint16_t store(float x) const { return kv == KvType::bf16 ? float_to_bf16(x) : float_to_half(x); }
+  uint16_t nan() const { return kv == KvType::bf16 ? uint16_t(0x7fc0) : kHalfNaN; }
   // The first key a query at position p sees.
   int64_t first_key(int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
 };
 
-// Double-precision causal GQA over the fp16 cache (the cache values are exact halves), keys
+// Double-precision causal GQA over the cache (its values are exact in double), keys
 // [first_key(p), p] for a query at position p.
 std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q,
                                   const std::vector<uint16_t>& kc,
@@ -552,7 +556,7 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q
           double dot = 0;
           for (int d = 0; d < c.hd; ++d)
             dot += double(q[size_t(row * c.hd + d)]) *
-                   half_to_float(kc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
+                   c.value(kc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
           sc[size_t(j)] = dot / std::sqrt(double(c.hd));
           mx = std::max(mx, sc[size_t(j)]);
         }
@@ -561,8 +565,7 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q
         for (int d = 0; d < c.hd; ++d) {
           double o = 0;
           for (int64_t j = first; j < n_keys; ++j)
-            o += sc[size_t(j)] *
-                 half_to_float(vc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
+            o += sc[size_t(j)] * c.value(vc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
           out[size_t(row * c.hd + d)] = o / den;
         }
       }
@@ -590,28 +593,35 @@ struct Contiguous {
 // k, v: [n_seq * n_new, kv_dim] fp32 (sequence-major); token t of sequence s goes to position
 // pos0 + t of the contiguous cache.
 void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
-              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache) {
+              int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache,
+              KvType kv = KvType::f16) {
   const Contiguous c(n_seq, n_new, pos0, ctx_cap);
-  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), kv_dim, k_cache, v_cache);
+  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), kv_dim, kv, k_cache, v_cache);
 }
 
 // q, out: [n_seq * n_new, n_heads * hd] fp32; token t of sequence s is at position pos0 + t.
 void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
                int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
-               float* out, int64_t window) {
+               float* out, int64_t window, KvType kv = KvType::f16) {
   const Contiguous c(n_seq, n_new, pos0, ctx_cap);
-  attention_paged(q, k_cache, v_cache, c.batch, n_heads, n_kv_heads, hd, window, out);
+  attention_paged(q, kv, k_cache, v_cache, c.batch, n_heads, n_kv_heads, hd, window, out);
 }
 
-void check_attention(const AttnCase& c, uint32_t seed) {
+// atol, rtol: the output's tolerance against the double-precision reference over the same cache.
+void check_attention(const AttnCase& c, uint32_t seed, double atol = 2e-5, double rtol = 1e-5) {
   const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd;
   // Cache: random halves for the positions already written by earlier steps [0, pos0); NaN for
   // everything later, so a kernel that reads a position it must not see (a causal-mask bug, or a
   // position kv_store did not write) produces NaN. With a sliding window, the positions no new
   // token sees are NaN too.
-  std::vector<uint16_t> kc(size_t(c.n_seq * c.ctx_cap * kv_dim), kHalfNaN), vc = kc;
-  const std::vector<uint16_t> k_old = random_f16(kc.size(), seed),
-                              v_old = random_f16(kc.size(), seed + 1);
+  std::vector<uint16_t> kc(size_t(c.n_seq * c.ctx_cap * kv_dim), c.nan()), vc = kc;
+  std::vector<uint16_t> k_old = random_f16(kc.size(), seed),
+                        v_old = random_f16(kc.size(), seed + 1);
+  if (c.kv == KvType::bf16)
+    for (size_t i = 0; i < k_old.size(); ++i) {
+      k_old[i] = float_to_bf16(half_to_float(k_old[i]));
+      v_old[i] = float_to_bf16(half_to_float(v_old[i]));
+    }
   const int64_t first_seen = c.first_key(c.pos0);
   for (int64_t s = 0; s < c.n_seq; ++s)
     for (int64_t p = first_seen; p < c.pos0; ++p)
@@ -626,21 +636,21 @@ void check_attention(const AttnCase& c, uint32_t seed) {
   const std::vector<float> v_new = random_f32(size_t(rows * kv_dim), seed + 3);
   const std::vector<float> q = random_f32(size_t(rows * c.n_heads * c.hd), seed + 4, -3, 3);
   kv_store(k_new.data(), v_new.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, kv_dim, kc.data(),
-           vc.data());
-  // kv_store: exact round-to-nearest-even halves at pos0 + t, nothing else touched.
+           vc.data(), c.kv);
+  // kv_store: exact round-to-nearest-even values at pos0 + t, nothing else touched.
   for (int64_t s = 0; s < c.n_seq; ++s)
     for (int64_t p = 0; p < c.ctx_cap; ++p)
       for (int64_t i = 0; i < kv_dim; ++i) {
         const size_t at = size_t((s * c.ctx_cap + p) * kv_dim + i);
-        uint16_t want_k = kHalfNaN, want_v = kHalfNaN;
+        uint16_t want_k = c.nan(), want_v = c.nan();
         if (p < first_seen) {
         } else if (p < c.pos0) {
           want_k = k_old[at];
           want_v = v_old[at];
         } else if (p < c.pos0 + c.n_new) {
           const size_t src = size_t((s * c.n_new + p - c.pos0) * kv_dim + i);
-          want_k = float_to_half(k_new[src]);
-          want_v = float_to_half(v_new[src]);
+          want_k = c.store(k_new[src]);
+          want_v = c.store(v_new[src]);
         }
         ASSERT_EQ(kc[at], want_k) << "k_cache s=" << s << " pos=" << p << " i=" << i;
         ASSERT_EQ(vc[at], want_v) << "v_cache s=" << s << " pos=" << p << " i=" << i;
@@ -648,10 +658,10 @@ void check_attention(const AttnCase& c, uint32_t seed) {
   const std::vector<double> ref = attention_ref(c, q, kc, vc);
   std::vector<float> out(ref.size(), kNaN);
   attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.n_heads,
-            c.n_kv_heads, c.hd, out.data(), c.window);
+            c.n_kv_heads, c.hd, out.data(), c.window, c.kv);
   // Outputs are convex combinations of |v| <= 1: fp32 dot products of hd terms, fp32 exp
   // (vectorised: a few ulp) and fp32 sums over <= a few hundred keys give errors ~1e-6.
-  EXPECT_TRUE(close(ref, out.data(), 2e-5, 1e-5))
+  EXPECT_TRUE(close(ref, out.data(), atol, rtol))
       << "n_seq=" << c.n_seq << " n_new=" << c.n_new << " pos0=" << c.pos0 << " heads=" << c.n_heads
       << "/" << c.n_kv_heads << " hd=" << c.hd << " window=" << c.window;
 }
@@ -678,6 +688,32 @@ TEST_P(Kernels, AttentionGqaCausal) {
   // tiles of 2 keys) and 7 (4 + 2 + 1 heads), over two tokens, hd 64 and hd 40 (masked).
   check_attention({1, 2, 200, 210, 16, 2, 64}, 24);
   check_attention({2, 1, 130, 140, 14, 2, 40}, 25);
+}
+
+// A bf16 cache: stored exactly (round to nearest even) and read by the widening paths (every
+// ISA), and on AVX512-BF16 CPUs by the vdpbf16ps GQA decode, which rounds q and the probabilities
+// to bf16 (2^-9 relative each): scores of ~N(0, 3^2) move by up to ~1e-2, the outputs (convex
+// combinations of |v| <= 1) by about as much.
+TEST_P(Kernels, AttentionBf16Cache) {
+  const KvType b = KvType::bf16;
+  for (const bool dot : {false, true}) {
+    SCOPED_TRACE(dot ? "vdpbf16ps allowed" : "widened");
+    allow_bf16_dot(dot);
+    const double atol = dot ? 6e-3 : 2e-5, rtol = dot ? 6e-3 : 1e-5;
+    check_attention({2, 5, 7, 20, 8, 2, 64, 0, b}, 71, atol, rtol);      // prefill chunk
+    check_attention({3, 1, 150, 160, 4, 4, 128, 0, b}, 72, atol, rtol);  // MHA decode
+    // GQA decodes: groups of 8 over two tokens (odd key counts: a lone last key), 7 (4 + 2 + 1
+    // heads), 16 (16-head score tiles, two 8-head P·V tiles); hd 256 (P·V in passes of 32-dim
+    // chunks) and 96 (three chunks); a window starting mid-block; hd 40 (no vdpbf16ps path).
+    check_attention({1, 2, 200, 210, 16, 2, 64, 0, b}, 73, atol, rtol);
+    check_attention({2, 1, 130, 140, 14, 2, 64, 0, b}, 74, atol, rtol);
+    check_attention({1, 1, 100, 110, 16, 1, 64, 0, b}, 75, atol, rtol);
+    check_attention({1, 1, 70, 80, 4, 2, 256, 0, b}, 76, atol, rtol);
+    check_attention({1, 1, 64, 70, 8, 2, 96, 0, b}, 77, atol, rtol);
+    check_attention({1, 4, 300, 310, 8, 2, 64, 101, b}, 78, atol, rtol);
+    check_attention({2, 1, 33, 40, 8, 2, 40, 0, b}, 79, atol, rtol);
+  }
+  allow_bf16_dot(true);
 }
 
 TEST_P(Kernels, AttentionSlidingWindow) {
@@ -728,8 +764,8 @@ void check_paged_matches_contiguous(const AttnCase& c, int64_t bs, uint32_t seed
   for (int64_t s = 0; s < c.n_seq; ++s)
     for (int64_t t = 0; t < c.n_new; ++t) positions.push_back(int32_t(c.pos0 + t));
   const RaggedBatch batch{c.n_seq, query_start.data(), positions.data(), table.data(), nb, bs};
-  attention_paged(q.data(), kp.data(), vp.data(), batch, c.n_heads, c.n_kv_heads, c.hd, c.window,
-                  got.data());
+  attention_paged(q.data(), KvType::f16, kp.data(), vp.data(), batch, c.n_heads, c.n_kv_heads, c.hd,
+                  c.window, got.data());
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
         << "element " << i << ": " << got[i] << " vs " << want[i];

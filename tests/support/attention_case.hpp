@@ -87,14 +87,14 @@ inline void cpu_attention(const PagedBatch& pb, const std::vector<float>& q,
                           int kvh, int hd, int64_t window, std::vector<uint16_t>& k_cache,
                           std::vector<uint16_t>& v_cache, std::vector<float>& out) {
   const int64_t kv_dim = int64_t(kvh) * hd;
-  cpu::kv_store_paged(k.data(), v.data(), pb.n_tokens, pb.slots.data(), kv_dim, k_cache.data(),
-                      v_cache.data());
+  cpu::kv_store_paged(k.data(), v.data(), pb.n_tokens, pb.slots.data(), kv_dim, cpu::KvType::f16,
+                      k_cache.data(), v_cache.data());
   const cpu::RaggedBatch rb{pb.n_seqs,           pb.query_start.data(),
                             pb.positions.data(), pb.block_tables.data(),
                             pb.max_blocks,       pb.block_size};
   out.assign(size_t(pb.n_tokens * heads * hd), 0.f);
-  cpu::attention_paged(q.data(), k_cache.data(), v_cache.data(), rb, heads, kvh, hd, window,
-                       out.data());
+  cpu::attention_paged(q.data(), cpu::KvType::f16, k_cache.data(), v_cache.data(), rb, heads, kvh,
+                       hd, window, out.data());
 }
 
 }  // namespace latprof::test

@@ -187,13 +187,14 @@ class CpuBackend final : public Backend {
   void attention(const void* q, const void* k, const void* v, KvLayer& kv, const StepDesc& st,
                  const AttentionShape& s, void* out) override {
     cpu::kv_store_paged(static_cast<const float*>(k), static_cast<const float*>(v), st.n_tokens,
-                        st.slots, kv.kv_dim, static_cast<uint16_t*>(kv.k),
+                        st.slots, kv.kv_dim, cpu::KvType::f16, static_cast<uint16_t*>(kv.k),
                         static_cast<uint16_t*>(kv.v));
     const cpu::RaggedBatch rb{st.n_seqs,       st.query_start, st.positions,
                               st.block_tables, st.max_blocks,  st.block_size};
-    cpu::attention_paged(static_cast<const float*>(q), static_cast<const uint16_t*>(kv.k),
-                         static_cast<const uint16_t*>(kv.v), rb, s.n_heads, s.n_kv_heads,
-                         s.head_dim, s.sliding_window, static_cast<float*>(out));
+    cpu::attention_paged(static_cast<const float*>(q), cpu::KvType::f16,
+                         static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v), rb,
+                         s.n_heads, s.n_kv_heads, s.head_dim, s.sliding_window,
+                         static_cast<float*>(out));
   }
   void swiglu(const void* gate, const void* up, int64_t n, void* out) override {
     cpu::swiglu(static_cast<const float*>(gate), static_cast<const float*>(up), n,
