@@ -176,5 +176,8 @@ ProbeResult probe_triad_bandwidth(size_t bytes, int repetitions);
 ProbeResult probe_fma_peak(int repetitions);
 // Peak int8 dot-product throughput, op/s (2 per multiply-add), VNNI when present.
 ProbeResult probe_int8_peak(int repetitions);
+// Peak bf16 dot-product throughput, FLOP/s (2 per multiply-add, vdpbf16ps); all zero on a CPU
+// without AVX512-BF16.
+ProbeResult probe_bf16_peak(int repetitions);
 
 }  // namespace latprof::cpu

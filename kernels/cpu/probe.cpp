@@ -170,6 +170,11 @@ ProbeResult probe_fma_peak(int repetitions) {
   return peak(repetitions, 2.0 * 8, fma_chains_scalar);
 }
 
+ProbeResult probe_bf16_peak(int repetitions) {
+  if (detected_isa() != Isa::avx512 || !has_avx512_bf16()) return {};
+  return peak(repetitions, 2.0 * 32 * 24, detail::dpbf16_chains_avx512);
+}
+
 ProbeResult probe_int8_peak(int repetitions) {
   __builtin_cpu_init();
   const Isa isa = detected_isa();

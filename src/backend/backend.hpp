@@ -36,6 +36,13 @@ inline const char* dtype_name(WeightType t) {
   return t == WeightType::f16 ? "fp16" : t == WeightType::i8 ? "int8" : "int8-w8a8";
 }
 
+// The KV cache's element type: fp16, or bf16 (`--kv-dtype bf16`; CPU backend). Both are 2 bytes.
+enum class KvType { f16 = 0, bf16 = 1 };
+// The CLI's name of a KV type: "fp16", "bf16".
+inline const char* kv_dtype_name(KvType t) {
+  return t == KvType::f16 ? "fp16" : "bf16";
+}
+
 struct DeviceWeight {
   void* data = nullptr;
   float* scales = nullptr;  // [n_out] for i8 and i8a8
@@ -144,6 +151,14 @@ class Backend {
     (void)t;
     (void)why;
     return true;
+  }
+  // The KV cache's element type (BackendOptions::kv), and whether this backend has it: if not,
+  // *why says so in a sentence.
+  virtual KvType kv_type() const { return KvType::f16; }
+  virtual bool supports_kv(KvType t, std::string* why) const {
+    if (t == KvType::f16) return true;
+    if (why) *why = "this backend keeps its KV cache in fp16 only";
+    return false;
   }
 
   // ---- memory --------------------------------------------------------------------------------
@@ -264,6 +279,7 @@ struct BackendOptions {
   int threads = 0;            // CPU threads; 0: all cores
   bool graphs = true;         // CUDA graphs for decode
   int device_index = 0;
+  KvType kv = KvType::f16;  // the KV cache's element type (a backend without it: supports_kv)
 };
 
 // Creates the backend; "auto" picks CUDA when the module loads and a device is present, else the

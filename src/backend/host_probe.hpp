@@ -21,6 +21,7 @@ struct HostProbe {
   HostProbeFigure triad_bandwidth;  // bytes/s, STREAM triad over stream_bytes / 2, 3 arrays
   HostProbeFigure fp32_fma_peak;    // FLOP/s, independent FMA chains in registers
   HostProbeFigure int8_peak;        // op/s, int8 dot-product chains (VNNI when present)
+  HostProbeFigure bf16_peak;        // FLOP/s, bf16 dot-product chains (0: no AVX512-BF16)
   std::string isa;                  // the instruction set the kernels use
   double seconds = 0;               // the probe's wall time
 };

@@ -113,7 +113,7 @@ CommandFn add_load_command(CLI::App& app, std::vector<std::string> argv) {
                   "each request's roofline floor and how far above it it was");
   sub->add_option("--dtype", o->dtype, "Physics: weights fp16, int8 or int8-w8a8")
       ->capture_default_str();
-  sub->add_option("--kv-dtype", o->kv_dtype, "Physics: KV cache fp16 or int8")
+  sub->add_option("--kv-dtype", o->kv_dtype, "Physics: KV cache fp16, bf16, int8 or fp32")
       ->capture_default_str();
   sub->add_option("--hw", o->hw, "Physics: the server's device (latprof hw --list)");
   sub->add_option("--hw-file", o->hw_file, "Physics: a hardware JSON file");

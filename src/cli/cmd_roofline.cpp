@@ -191,7 +191,8 @@ int run_from(const RooflineArgs& a) {
     have_model = true;
   } catch (const UsageError&) {
   }
-  const Precision prec = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
+  Precision prec = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
+  prec.kv_bf16 = r.run.kv_dtype == "bf16";
   if (fit.ok) {
     std::printf("\ndecode-step fit (%lld steps, r2 %.3f): step = %s + %s us x context\n",
                 (long long)fit.n, fit.r2, fmt_ms(fit.intercept).c_str(),

@@ -41,6 +41,11 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                   "rounded to int8 too; CPU backend); a list such as fp16,int8 runs each in turn "
                   "and prints their comparison")
       ->capture_default_str();
+  sub->add_option(
+         "--kv-dtype", o->kv_dtype,
+         "KV cache element type: fp16, or bf16 (CPU backend; on AVX512-BF16 CPUs the decode "
+         "attention then multiplies in bf16 with fp32 sums, vdpbf16ps)")
+      ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
   auto input_text = std::make_shared<std::string>(std::to_string(o->input));
   auto output_text = std::make_shared<std::string>(std::to_string(o->output));

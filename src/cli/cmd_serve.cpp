@@ -57,6 +57,11 @@ CommandFn add_serve_command(CLI::App& app) {
   sub->add_option("--dtype", m.dtype,
                   "Weight precision: fp16, int8 (W8A16) or int8-w8a8 (CPU backend)")
       ->capture_default_str();
+  sub->add_option(
+         "--kv-dtype", m.kv_dtype,
+         "KV cache element type: fp16, or bf16 (CPU backend; on AVX512-BF16 CPUs the decode "
+         "attention then multiplies in bf16 with fp32 sums, vdpbf16ps)")
+      ->capture_default_str();
   sub->add_option("--backend", m.backend, "auto, cpu or cuda")->capture_default_str();
   sub->add_option("--threads,-t", m.threads, "CPU threads (0: all cores)")->capture_default_str();
   sub->add_option("--seed", m.seed, "Seed of a built-in model's synthetic weights")
@@ -195,12 +200,12 @@ CommandFn add_serve_command(CLI::App& app) {
     srv.attach(model);
     const EngineShape& e = model.shape();
     std::printf(
-        "latprof serve: %s (%s, %s on %s) as '%s', KV cache %lld blocks of %lld tokens (%s), "
+        "latprof serve: %s (%s, %s on %s) as '%s', KV cache (%s) %lld blocks of %lld tokens (%s), "
         "max model len %lld, chat template %s (%s), loaded in %s\n",
         model.config().name.c_str(), fl.model.dtype.c_str(),
         model.backend().device().backend.c_str(), model.backend().device().name.c_str(),
-        srv.model_id().c_str(), (long long)e.kv_blocks, (long long)e.block_size,
-        fmt_bytes(model.kv_bytes()).c_str(), (long long)e.max_model_len,
+        srv.model_id().c_str(), kv_dtype_name(model.backend().kv_type()), (long long)e.kv_blocks,
+        (long long)e.block_size, fmt_bytes(model.kv_bytes()).c_str(), (long long)e.max_model_len,
         server::chat_template_name(so.chat_template), so.chat_template_source.c_str(),
         fmt_ms(model.load_ms()).c_str());
     std::printf("latprof serve: listening on %s\n", srv.url().c_str());

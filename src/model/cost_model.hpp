@@ -29,6 +29,7 @@ struct Precision {
   int scale_bytes = 0;        // per output channel (fp32 scale for int8)
   int act_bytes = 4;          // per activation element (CPU backend: fp32)
   int kv_bytes = 2;           // per KV-cache element
+  bool kv_bf16 = false;       // the KV cache is bf16 (its attention's roof: Ceilings::peak_for)
   int embed_bytes = 2;        // per embedding-table element (always fp16 in latprof)
   int norm_weight_bytes = 4;  // norm weights are kept in fp32
   std::string name() const;   // "fp16", "int8" (W8A16), "int8-w8a8"

@@ -93,7 +93,8 @@ void check_row(RunReport& r, const Row& row, const std::string& subject, bool ca
   if (row.cost.flops <= 0 && row.cost.bytes() <= 0) return;
   double peak = c.matmul_flops_per_s;
   try {
-    const Precision p = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
+    Precision p = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
+    p.kv_bf16 = r.run.kv_dtype == "bf16";
     peak = is_op ? c.peak_for(op_from_name(row.name), p) : c.matmul_peak(p);
   } catch (const UsageError&) {
   }

@@ -95,6 +95,7 @@ struct RunInfo {
   std::string model_source;  // "builtin", a path
   std::string weights;       // "synthetic (seed N)" or the file loaded
   std::string dtype;
+  std::string kv_dtype;  // "fp16", "bf16"
   std::string backend;
   std::string device;
   int64_t input_tokens = 0;

@@ -237,6 +237,9 @@ void describe(V& v, R& r) {
     w("model_source", ri.model_source, {"", "builtin, or the path it was loaded from", kOptional});
     w("weights", ri.weights, {"", "synthetic (seed N), or the file loaded", kOptional});
     w("dtype", ri.dtype, {"", "weight precision", 0, "fp16|int8|int8-w8a8"});
+    w("kv_dtype", ri.kv_dtype,
+      {"", "KV-cache element type (absent in reports before it was added: fp16)", kOmitEmpty,
+       "fp16|bf16"});
     w("backend", ri.backend, {"", "cpu or cuda"});
     w("device", ri.device, {"", "device name"});
     w("input_tokens", ri.input_tokens, {"token", "prompt tokens per sequence, with BOS", kMin1});
@@ -292,6 +295,11 @@ void describe(V& v, R& r) {
     w("vector_flops_per_s", c.vector_flops_per_s,
       {"FLOP/s", "elementwise peak", kOptional | kMin0});
     w("int8_ops_per_s", c.int8_ops_per_s, {"op/s", "INT8 peak; 0: none", kOptional | kMin0});
+    w("bf16_flops_per_s", c.bf16_flops_per_s,
+      {"FLOP/s",
+       "CPU: the bf16 dot-product peak (vdpbf16ps), attention's roof on a bf16 KV cache; 0: none "
+       "or not measured",
+       kOptional | kMin0});
     w("memory_bytes", c.memory_bytes, {"B", "memory capacity", kOptional | kMin0});
     w("cache_bytes", c.cache_bytes, {"B", "last-level cache", kOptional | kMin0});
     w("info", r.ceilings_info,

@@ -14,7 +14,8 @@ double Ceilings::matmul_peak(const Precision& p) const {
 
 double Ceilings::peak_for(Op op, const Precision& p) const {
   if (op_is_matmul(op) && op != Op::attention) return matmul_peak(p);
-  if (op == Op::attention) return matmul_flops_per_s;
+  if (op == Op::attention)
+    return p.kv_bf16 && bf16_flops_per_s > 0 ? bf16_flops_per_s : matmul_flops_per_s;
   return vector_flops_per_s > 0 ? vector_flops_per_s : matmul_flops_per_s;
 }
 
@@ -29,6 +30,7 @@ nlohmann::json ceilings_to_json(const Ceilings& c) {
           {"matmul_flops_per_s", c.matmul_flops_per_s},
           {"vector_flops_per_s", c.vector_flops_per_s},
           {"int8_ops_per_s", c.int8_ops_per_s},
+          {"bf16_flops_per_s", c.bf16_flops_per_s},
           {"memory_bytes", c.memory_bytes},
           {"cache_bytes", c.cache_bytes}};
 }
@@ -61,6 +63,7 @@ Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin) 
   c.matmul_flops_per_s = num("matmul_flops_per_s", true);
   c.vector_flops_per_s = num("vector_flops_per_s", false);
   c.int8_ops_per_s = num("int8_ops_per_s", false);
+  c.bf16_flops_per_s = num("bf16_flops_per_s", false);
   c.memory_bytes = num("memory_bytes", false);
   c.cache_bytes = num("cache_bytes", false);
   return c;

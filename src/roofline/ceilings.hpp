@@ -15,10 +15,13 @@ struct Ceilings {
                                   // on a CPU: the fp32 FMA peak the kernels run on
   double vector_flops_per_s = 0;  // peak for elementwise ops (fp32 FMA)
   double int8_ops_per_s = 0;      // dense INT8 peak (W8A8 matmuls); 0 when the part has none
+  double bf16_flops_per_s = 0;    // CPU: the bf16 dot-product peak (vdpbf16ps), the attention's
+                                  // roof on a bf16 KV cache; 0 when not measured or none
   double memory_bytes = 0;        // capacity
   double cache_bytes = 0;         // last-level cache (L2 on a GPU, L3 on a CPU)
 
-  // The compute roof for an op at a precision.
+  // The compute roof for an op at a precision (attention on a bf16 KV cache: bf16_flops_per_s
+  // where it is known).
   double peak_for(Op op, const Precision& p) const;
   // The matmul roof at a precision: the INT8 peak for W8A8 where the part has one, else the
   // matmul (FP16 / FP32 FMA) peak. MFU at every level (op, stage, step, request) divides by it.

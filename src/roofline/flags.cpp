@@ -13,7 +13,8 @@ void add_scenario_flags(CLI::App* sub, ScenarioFlags& f, bool efficiency) {
   sub->add_option("--dtype", f.dtype,
                   "Weights: fp16, int8 (weight-only, W8A16) or int8-w8a8 (INT8 tensor peak)")
       ->capture_default_str();
-  sub->add_option("--kv-dtype", f.kv_dtype, "KV cache: fp16 or int8")->capture_default_str();
+  sub->add_option("--kv-dtype", f.kv_dtype, "KV cache: fp16, bf16 (2 bytes), int8 or fp32")
+      ->capture_default_str();
   sub->add_option("--act-dtype", f.act_dtype, "Activations: fp16 or fp32")->capture_default_str();
   sub->add_option("--hw", f.hw,
                   "Device from the database (latprof hw --list); cpu-local probes "

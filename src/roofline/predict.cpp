@@ -103,14 +103,14 @@ nlohmann::json times_json(const Times& t) {
 Precision precision_from_flags(const std::string& dtype, const std::string& kv_dtype,
                                const std::string& act_dtype) {
   int kv = 0, act = 0;
-  if (kv_dtype == "fp16")
+  if (kv_dtype == "fp16" || kv_dtype == "bf16")
     kv = 2;
   else if (kv_dtype == "int8")
     kv = 1;
   else if (kv_dtype == "fp32")
     kv = 4;
   else
-    usage_error("--kv-dtype '" + kv_dtype + "' is not supported; use fp16 or int8");
+    usage_error("--kv-dtype '" + kv_dtype + "' is not supported; use fp16, bf16, int8 or fp32");
   if (act_dtype == "fp16" || act_dtype == "bf16")
     act = 2;
   else if (act_dtype == "fp32")
@@ -119,7 +119,9 @@ Precision precision_from_flags(const std::string& dtype, const std::string& kv_d
     usage_error("--act-dtype '" + act_dtype + "' is not supported; use fp16 or fp32");
   if (dtype != "fp16" && dtype != "int8" && dtype != "int8-w8a16" && dtype != "int8-w8a8")
     usage_error("--dtype '" + dtype + "' is not supported; use fp16, int8 (W8A16) or int8-w8a8");
-  return precision_for(dtype, act, kv);
+  Precision p = precision_for(dtype, act, kv);
+  p.kv_bf16 = kv_dtype == "bf16";
+  return p;
 }
 
 void validate_scenario(const Scenario& s) {

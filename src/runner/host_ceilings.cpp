@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when the probe changes so old cached figures are not reused.
-constexpr int kProbeVersion = 2;
+constexpr int kProbeVersion = 3;  // 3: the bf16 dot-product peak
 
 double llc_bytes() {
   double best = 0;
@@ -114,6 +114,7 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
   c.matmul_flops_per_s = probe.fp32_fma_peak.best;
   c.vector_flops_per_s = probe.fp32_fma_peak.best;
   c.int8_ops_per_s = probe.int8_peak.best;
+  c.bf16_flops_per_s = probe.bf16_peak.best;
   c.memory_bytes = host_memory_total_bytes();
   c.cache_bytes = llc_bytes();
   h.triad_bytes_per_s = probe.triad_bandwidth.best;
@@ -141,6 +142,8 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
        probe_json(probe.fp32_fma_peak, "FLOP/s", "independent FMA chains in registers")},
       {"int8_peak",
        probe_json(probe.int8_peak, "op/s", "int8 dot-product chains (VNNI when present)")},
+      {"bf16_peak",
+       probe_json(probe.bf16_peak, "FLOP/s", "bf16 dot-product chains (vdpbf16ps; 0: none)")},
       {"cache_bytes_source", "/sys/devices/system/cpu/cpu0/cache"},
       {"load_average_1min_before", load},
   };

@@ -43,6 +43,19 @@ void check_backend_runs(const Backend& b, WeightType t) {
   if (!b.supports(t, &why)) usage_error("--dtype " + std::string(dtype_name(t)) + ": " + why);
 }
 
+KvType kv_type_for(const std::string& flag) {
+  if (flag == "fp16") return KvType::f16;
+  if (flag == "bf16") return KvType::bf16;
+  usage_error("--kv-dtype '" + flag + "' is not supported; use fp16 or bf16");
+}
+
+void check_backend_kv(const Backend& b, KvType t) {
+  std::string why;
+  if (!b.supports_kv(t, &why))
+    usage_error("--kv-dtype " + std::string(kv_dtype_name(t)) + ": " + why +
+                "; use --backend cpu or --kv-dtype fp16");
+}
+
 int64_t default_max_batched_tokens(const Backend& b) {
   return b.device().backend == "cpu" ? kDefaultBatchedTokensCpu : kDefaultBatchedTokensCuda;
 }

@@ -50,6 +50,9 @@ int64_t default_max_batched_tokens(const Backend& b);
 WeightType weight_type_for(WeightFormat f);
 // Throws UsageError (naming the backend's reason and what to do) when b cannot run weight type t.
 void check_backend_runs(const Backend& b, WeightType t);
+// --kv-dtype: "fp16" or "bf16" (UsageError otherwise); and whether backend b keeps it.
+KvType kv_type_for(const std::string& flag);
+void check_backend_kv(const Backend& b, KvType t);
 // Throws UsageError naming the flag when an engine flag is out of range: --kv-block-size a power
 // of two 1..4096, --max-batched-tokens 0 (the backend's default) or 1..2^20, --max-seqs 1..4096,
 // --max-model-len 0 (the model's context) or 2..context.

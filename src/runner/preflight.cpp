@@ -22,8 +22,10 @@ void check_dtypes_fit(const RunOptions& o, const std::vector<std::string>& dtype
   bo.kind = o.backend;
   bo.threads = o.threads;
   bo.graphs = o.graphs;
+  bo.kv = kv_type_for(o.kv_dtype);
   std::string why_not_cuda;
   const std::unique_ptr<Backend> b = create_backend(bo, &why_not_cuda);
+  check_backend_kv(*b, bo.kv);
   for (const std::string& d : dtypes) {
     const Precision p = precision_for(d, 4, 2);
     const WeightType w = weight_type_for(p.weights);

@@ -231,6 +231,7 @@ void open_run_model(const RunOptions& o, RunSetup& s) {
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
   const Precision wanted = precision_for(o.dtype, 4, 2);
+  (void)kv_type_for(o.kv_dtype);  // a bad --kv-dtype fails before the model opens
   s.om = open_model(o.model, o.seed);
   s.wtype = weight_type_for(wanted.weights);
 }
@@ -240,11 +241,13 @@ void open_run_backend(const RunOptions& o, RunSetup& s) {
   bo.kind = o.backend;
   bo.threads = o.threads;
   bo.graphs = o.graphs;
+  bo.kv = kv_type_for(o.kv_dtype);
   std::string why_not_cuda;
   s.backend = create_backend(bo, &why_not_cuda);
   Backend& b = *s.backend;
   b.set_graph_enabled(o.graphs);
   check_backend_runs(b, s.wtype);
+  check_backend_kv(b, bo.kv);
   if (const std::string n = b.matmul_note(s.wtype); !n.empty()) s.r.notes.push_back(n);
   s.dev = b.device();
   if (!why_not_cuda.empty() && o.backend == "auto")
@@ -253,6 +256,7 @@ void open_run_backend(const RunOptions& o, RunSetup& s) {
                   ? (o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency()))
                   : o.threads;
   s.p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
+  s.p.kv_bf16 = b.kv_type() == KvType::bf16;
   // Ceilings first, before the weights take memory and caches.
   const auto t0 = Clock::now();
   measure_ceilings(b, o, s.threads, s.r);
@@ -282,6 +286,7 @@ void fill_run_identity(const RunOptions& o, RunSetup& s, const EngineShape& es) 
   ri.model_source = s.om.source;
   ri.weights = s.om.weights->describe();
   ri.dtype = s.p.name();
+  ri.kv_dtype = kv_dtype_name(s.backend->kv_type());
   ri.backend = s.dev.backend;
   ri.device = s.dev.name;
   ri.batch = o.batch;

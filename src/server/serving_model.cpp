@@ -74,6 +74,7 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
     usage_error("unknown backend '" + o.backend + "'; use auto, cpu or cuda");
   const Precision wanted = precision_for(o.dtype, 4, 2);
   const WeightType wtype = weight_type_for(wanted.weights);
+  const KvType kv = kv_type_for(o.kv_dtype);
   om_ = open_model(o.model, o.seed);
   const ModelConfig& cfg = om_.config;
   check_engine_flags(o, cfg);
@@ -82,11 +83,13 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
   bo.kind = o.backend;
   bo.threads = o.threads;
   bo.graphs = o.graphs;
+  bo.kv = kv;
   backend_ = create_backend(bo, &why_not_cuda_);
   threads_ = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
   Backend& b = *backend_;
   b.set_graph_enabled(o.graphs);
   check_backend_runs(b, wtype);
+  check_backend_kv(b, kv);
 
   prefix_cache_ = o.prefix_cache;
   EngineShape& e = shape_;

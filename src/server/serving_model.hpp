@@ -28,6 +28,7 @@ inline constexpr double kKvMemoryFraction = 0.9;
 struct ServeModelOptions {
   std::string model = "tiny";
   std::string dtype = "fp16";
+  std::string kv_dtype = "fp16";  // fp16 or bf16 (CPU backend)
   std::string backend = "auto";
   int threads = 0;
   uint64_t seed = 42;              // synthetic weights of built-in models

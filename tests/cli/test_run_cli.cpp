@@ -124,6 +124,15 @@ TEST(RunCli, DecodeIsMemoryBoundAndLongPrefillComputeBound) {
   EXPECT_EQ(stage(k, "decode")["bound"], "memory");
 }
 
+TEST(RunCli, KvDtypeRecordedAndInEffect) {
+  const auto a = run_json("--input 20 --output 16", "kv-fp16");
+  const auto b = run_json("--input 20 --output 16 --kv-dtype bf16", "kv-bf16");
+  EXPECT_EQ(a["run"]["kv_dtype"], "fp16");
+  EXPECT_EQ(b["run"]["kv_dtype"], "bf16");
+  // The same bytes per element: the cost model's decode bytes do not change.
+  EXPECT_EQ(stage(a, "decode")["bytes"], stage(b, "decode")["bytes"]);
+}
+
 TEST(RunCli, GreedyTokensReproducibleAcrossThreadCounts) {
   const auto a = run_json("--input 20 --output 16 --threads 1", "t1");
   const auto b = run_json("--input 20 --output 16 --threads 2", "t2");

@@ -958,6 +958,37 @@ TEST_P(Kernels, SwigluAddArgmax) {
 }
 
 // ---- synthetic weights --------------------------------------------------------------------------
+// bf16 conversions against double arithmetic: every bf16 value round-trips; a float rounds to the
+// nearer of its two bf16 neighbours, ties to the even one; overflow gives infinity, NaN stays NaN.
+TEST(Bf16, RoundsToNearestEven) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const float f = bf16_to_float(uint16_t(b));
+    if (std::isnan(f))
+      EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(f)))) << b;
+    else
+      ASSERT_EQ(float_to_bf16(f), uint16_t(b)) << b;
+  }
+  std::mt19937 gen(5);
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t bits = gen();
+    const float f = std::bit_cast<float>(bits);
+    if (!std::isfinite(f)) continue;
+    const uint16_t lo = uint16_t(bits >> 16);  // truncated toward zero
+    if ((lo & 0x7fff) == 0x7f7f) continue;     // the next one up is infinity (checked below)
+    const double a = bf16_to_float(lo), b = bf16_to_float(uint16_t(lo + 1)), x = f;
+    const uint16_t got = float_to_bf16(f);
+    const double da = std::fabs(x - a), db = std::fabs(b - x);
+    const uint16_t want = da < db    ? lo
+                          : db < da  ? uint16_t(lo + 1)
+                          : (lo & 1) ? uint16_t(lo + 1)
+                                     : lo;
+    ASSERT_EQ(got, want) << std::hexfloat << f;
+  }
+  EXPECT_EQ(float_to_bf16(3.4e38f), 0x7f80);  // above the largest bf16 (3.39e38): infinity
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+  EXPECT_EQ(float_to_bf16(-0.0f), 0x8000);
+}
+
 TEST(Fill, DeterministicAcrossThreadCounts) {
   const int saved = omp_get_max_threads();
   const int64_t n_out = 257, n_in = 1031, n = n_out * n_in;
@@ -1025,6 +1056,11 @@ TEST(Probe, ResultsArePositiveAndFinite) {
   ok(probe_triad_bandwidth(size_t(48) << 20, 3), "triad");
   ok(probe_fma_peak(3), "fma");
   ok(probe_int8_peak(3), "int8");
+  const ProbeResult bf16 = probe_bf16_peak(3);
+  if (detected_isa() == Isa::avx512 && has_avx512_bf16())
+    ok(bf16, "bf16");
+  else
+    EXPECT_EQ(bf16.value, 0.0) << "a bf16 peak on a CPU without AVX512-BF16";
 }
 
 TEST(Isa, NamesAndForcing) {

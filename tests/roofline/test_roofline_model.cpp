@@ -409,6 +409,28 @@ TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
   EXPECT_TRUE(tps);
 }
 
+// The attention op's roof on a bf16 KV cache is the bf16 dot-product peak where one was measured;
+// everything else, and an fp16 cache, keep theirs.
+TEST(Ceilings, AttentionOnABf16CacheUsesTheBf16Peak) {
+  Ceilings c;
+  c.mem_bw_bytes_per_s = 5e10;
+  c.matmul_flops_per_s = 2.3e11;
+  c.vector_flops_per_s = 2.3e11;
+  c.int8_ops_per_s = 9.4e11;
+  Precision f16 = precision_for("fp16", 4, 2), bf16 = f16;
+  bf16.kv_bf16 = true;
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, bf16), 2.3e11);  // not measured: the FMA peak
+  c.bf16_flops_per_s = 4.7e11;
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, bf16), 4.7e11);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 2.3e11);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::mlp_down, bf16), 2.3e11);
+  EXPECT_TRUE(precision_from_flags("fp16", "bf16", "fp32").kv_bf16);
+  EXPECT_FALSE(precision_from_flags("fp16", "fp16", "fp32").kv_bf16);
+  // It survives the report's JSON.
+  const Ceilings back = ceilings_from_json(ceilings_to_json(c), "test");
+  EXPECT_DOUBLE_EQ(back.bf16_flops_per_s, 4.7e11);
+}
+
 // Causal prefill attention executes about half the FLOPs the MFU convention counts (every key
 // for every query): at 60% of the peak in executed FLOPs its MFU is ~120%, which is no error.
 TEST(Physics, AttentionMfuAboveOneByTheConventionIsNoError) {

@@ -9,6 +9,7 @@
 #include "model/open.hpp"
 #include "runner/forward.hpp"
 #include "runner/naive_llama.hpp"
+#include "support/model_writer.hpp"
 #include "support/param_names.hpp"
 #include "support/step_driver.hpp"
 
@@ -78,6 +79,60 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndThreads, ForwardTest,
                                                                                       : "i8") +
                                   "_t" + std::to_string(std::get<1>(i.param));
                          });
+
+// A bf16 KV cache (BackendOptions::kv) against the same fp64 reference, on a GQA model with heads
+// of 32 (the decode's vdpbf16ps path where the CPU has AVX512-BF16). bf16 keeps 8 significant
+// bits (2^-9 relative, 4x fp16's rounding) and that path rounds q and the probabilities as well
+// (2.3e-3 measured against 5e-3 for fp16's tolerance): twice the fp16 tolerance. The same steps on
+// an fp16 cache must give other logits (the setting is in effect).
+TEST(Forward, Bf16KvCacheMatchesNaiveReference) {
+  const std::string cfg = latprof::testing::temp_dir("forward-bf16") + "/gqa-hd32.json";
+  latprof::testing::write_file(cfg, R"({"name": "gqa-hd32", "architecture": "llama", "dim": 128,
+    "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 176, "vocab_size": 256,
+    "max_seq_len": 512, "rope_theta": 10000.0, "norm_eps": 1e-5, "tie_embeddings": false})");
+  OpenedModel om = open_model(cfg, 7);
+  const ModelConfig& c = om.config;
+  ASSERT_EQ(c.head_dim(), 32);
+  constexpr int64_t kPrompt = 13, kSteps = 5;
+  auto run = [&](KvType kv, bool check) {
+    BackendOptions bo;
+    bo.kv = kv;
+    auto backend = make_cpu_backend(bo);
+    EXPECT_EQ(backend->kv_type(), kv);
+    LoadedModel m(c, WeightType::f16, *backend, test::rect_shape(1, kPrompt, kPrompt + kSteps));
+    m.load(*om.weights, {});
+    test::StepDriver drive(m);
+    naive::Llama ref(m);
+    std::vector<float> logits(size_t(c.vocab_size)), all;
+    const std::vector<float> poison(size_t(c.vocab_size), std::nanf(""));
+    int32_t next = 11;
+    for (int64_t s = 0; s <= kSteps; ++s) {
+      backend->copy_to_device(m.logits, poison.data(), poison.size() * 4);
+      naive::Vec want;
+      if (s == 0) {
+        std::vector<int32_t> prompt(kPrompt);
+        for (int64_t i = 0; i < kPrompt; ++i)
+          want = ref.step(prompt[size_t(i)] = int32_t((i * 37 + 11) % c.vocab_size));
+        drive.step(prompt, 1, kPrompt, 0);
+      } else {
+        next = int32_t((next * 7 + 3) % c.vocab_size);
+        want = ref.step(next);
+        drive.step({next}, 1, 1, kPrompt + s - 1);
+      }
+      backend->activations_to_host(logits.data(), m.logits, c.vocab_size);
+      if (check) {
+        EXPECT_LT(rel_error(logits, want), 2 * kLogitTolerance) << "step " << s;
+      }
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  const std::vector<float> bf16 = run(KvType::bf16, true), fp16 = run(KvType::f16, false);
+  double diff = 0;
+  for (size_t i = 0; i < bf16.size(); ++i)
+    diff = std::max(diff, double(std::fabs(bf16[i] - fp16[i])));
+  EXPECT_GT(diff, 0.0) << "a bf16 cache gave the fp16 cache's logits";
+}
 
 // A batch of identical sequences must give identical logits per sequence, equal to batch 1.
 TEST(Forward, BatchRowsAgree) {

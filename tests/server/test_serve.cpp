@@ -278,6 +278,21 @@ TEST(Serve, SlowAndMalformedClientsCannotHoldTheServer) {
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
 }
 
+// --kv-dtype bf16: the server says so and answers; an unknown type is a usage error.
+TEST(Serve, Bf16KvCache) {
+  ServerProcess srv({"--model", "tiny", "--kv-dtype", "bf16"});
+  EXPECT_NE(srv.banner.find("KV cache (bf16)"), std::string::npos) << srv.banner;
+  const json c = complete(
+      srv.port,
+      {{"prompt", "ba keto"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(c["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+  const auto [code, out] = run_command(
+      std::string(LATPROF_BIN) + " serve --model tiny --port 0 --kv-dtype fp8 2>&1", 60);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--kv-dtype 'fp8' is not supported"), std::string::npos) << out;
+}
+
 TEST(Serve, APortInUseIsAUsageError) {
   ServerProcess first({"--model", "tiny"});
   const auto [code, out] =
