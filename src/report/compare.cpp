@@ -394,13 +394,18 @@ Comparison compare_reports(const std::vector<RunReport>& reports, const CompareO
     usage_error("compare: " + std::to_string(o.labels.size()) + " labels for " +
                 std::to_string(reports.size()) + " reports");
   Comparison c;
-  // Default labels: the dtypes when they tell the reports apart, else "dtype #n".
+  // Default labels: the precisions (the dtype, and the KV cache's type when it is not fp16) when
+  // they tell the reports apart, else "precision #n".
+  auto precision = [](const RunReport& x) {
+    return x.run.dtype +
+           (x.run.kv_dtype.empty() || x.run.kv_dtype == "fp16" ? "" : " kv-" + x.run.kv_dtype);
+  };
   bool distinct = true;
   for (size_t i = 0; i < reports.size(); ++i)
     for (size_t k = 0; k < i; ++k)
-      distinct = distinct && reports[i].run.dtype != reports[k].run.dtype;
+      distinct = distinct && precision(reports[i]) != precision(reports[k]);
   for (size_t i = 0; i < reports.size(); ++i) {
-    const std::string& dt = reports[i].run.dtype;
+    const std::string dt = precision(reports[i]);
     c.labels.push_back(!o.labels.empty() ? o.labels[i]
                        : distinct        ? dt
                                          : dt + " #" + std::to_string(i + 1));
@@ -500,6 +505,7 @@ nlohmann::json compare_json(const Comparison& c) {
     j["reports"].push_back({{"label", c.labels[i]},
                             {"model", r.model},
                             {"dtype", r.dtype},
+                            {"kv_dtype", r.kv_dtype.empty() ? "fp16" : r.kv_dtype},
                             {"backend", r.backend},
                             {"device", r.device},
                             {"input_tokens", r.input_tokens},

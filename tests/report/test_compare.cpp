@@ -213,6 +213,19 @@ TEST(Compare, GateOnTheChosenMetric) {
   EXPECT_THROW(compare_reports({a, b}, o), UsageError);
 }
 
+// Two KV-cache types at one dtype are told apart by the label, and the JSON names both types.
+TEST(Compare, KvCacheTypeInTheLabel) {
+  const RunReport a = make_report(with_dtype("fp16"));
+  RunReport b = make_report(with_dtype("fp16"));
+  b.run.kv_dtype = "bf16";
+  const Comparison c = compare_reports({a, b});
+  EXPECT_EQ(c.labels[0], "fp16");
+  EXPECT_EQ(c.labels[1], "fp16 kv-bf16");
+  const nlohmann::json j = compare_json(c);
+  EXPECT_EQ(j["reports"][0]["kv_dtype"], "fp16");
+  EXPECT_EQ(j["reports"][1]["kv_dtype"], "bf16");
+}
+
 TEST(Compare, EachLaterReportAgainstTheFirst) {
   const RunReport a = make_report(with_dtype("fp16"));
   const RunReport b = make_report(with_dtype("int8"));
