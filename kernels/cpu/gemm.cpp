@@ -42,6 +42,11 @@ void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       for (int i = 0; i < n; ++i) gemm_group(ws + i, 1, x, m, ys + i);
       return;
     }
+    // AVX512-VNNI: the AVX-512 GEMM rounds the rows itself and multiplies q by the int8 weights
+    // in exact integer sums (gemm_avx512.cpp).
+    if (gemv_int8_dot() &&
+        std::all_of(ws, ws + n, [](const Weight& w) { return w.type == WType::i8a8; }))
+      return detail::gemm_group_avx512(ws, n, x, m, ys);
     return detail::with_rounded_activations(
         ws, n, x, m, [&](const Weight* w8, const float* xr) { gemm_group(w8, n, xr, m, ys); });
   }

@@ -302,7 +302,8 @@ double read_sum_avx2(const float* p, size_t n);
 double fma_chains_avx512(int64_t iters);       // 2 * 16 * 24 * iters FLOP
 double fma_chains_avx2(int64_t iters);         // 2 * 8 * 12 * iters FLOP
 int64_t dpbusd_chains_avx512(int64_t iters);   // 2 * 64 * 24 * iters op
-double dpbf16_chains_avx512(int64_t iters);     // 2 * 32 * 24 * iters FLOP (AVX512-BF16)
+double dpbf16_chains_avx512(int64_t iters);    // 2 * 32 * 24 * iters FLOP (AVX512-BF16)
+int64_t dpwssd_chains_avx512(int64_t iters);   // 2 * 32 * 24 * iters op (AVX512-VNNI)
 int64_t dpbusd_chains_avxvnni(int64_t iters);  // 2 * 32 * 12 * iters op
 int64_t maddubs_chains_avx2(int64_t iters);    // 2 * 32 * 12 * iters op (no VNNI)
 

@@ -57,9 +57,10 @@ void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in);
 void matmul(const Weight& w, const float* x, int64_t m, float* y);
 // Up to how many activation rows matmul() takes the GEMV (decode) path on the active ISA.
 int64_t gemv_max_rows();
-// Whether the GEMV multiplies INT8 weights in integer dot products (active ISA AVX-512 with
-// AVX512-VNNI): i8 as int8 x int16 (vpdpwssd), i8a8 as uint8 x int8 (vpdpbusd). Otherwise, and in
-// the GEMM, in FP32 (i8a8 on the rounded activations).
+// Whether the matmuls multiply INT8 weights in integer dot products (active ISA AVX-512 with
+// AVX512-VNNI): i8 as int8 x int16 (vpdpwssd, GEMV and GEMM), i8a8 as uint8 x int8 in the GEMV
+// (vpdpbusd) and as the same int8 values held in int16 in the GEMM (vpdpwssd). Otherwise in FP32
+// (i8a8 on the rounded activations).
 bool gemv_int8_dot();
 // FP16 weights (every path: GEMV, GEMM, each ISA) multiply activations rounded to FP16, to nearest
 // even, with products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do; a row with
@@ -179,5 +180,8 @@ ProbeResult probe_int8_peak(int repetitions);
 // Peak bf16 dot-product throughput, FLOP/s (2 per multiply-add, vdpbf16ps); all zero on a CPU
 // without AVX512-BF16.
 ProbeResult probe_bf16_peak(int repetitions);
+// Peak int16 dot-product throughput, op/s (2 per multiply-add, vpdpwssd: the W8A16 kernels'
+// products); all zero on a CPU without AVX512-VNNI.
+ProbeResult probe_int16_peak(int repetitions);
 
 }  // namespace latprof::cpu

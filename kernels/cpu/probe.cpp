@@ -175,6 +175,12 @@ ProbeResult probe_bf16_peak(int repetitions) {
   return peak(repetitions, 2.0 * 32 * 24, detail::dpbf16_chains_avx512);
 }
 
+ProbeResult probe_int16_peak(int repetitions) {
+  __builtin_cpu_init();
+  if (detected_isa() != Isa::avx512 || !__builtin_cpu_supports("avx512vnni")) return {};
+  return peak(repetitions, 2.0 * 32 * 24, detail::dpwssd_chains_avx512);
+}
+
 ProbeResult probe_int8_peak(int repetitions) {
   __builtin_cpu_init();
   const Isa isa = detected_isa();

@@ -52,4 +52,17 @@ int64_t dpbusd_chains_avx512(int64_t iters) {
   return _mm512_reduce_add_epi32(a[0]);
 }
 
+int64_t dpwssd_chains_avx512(int64_t iters) {
+  // vpdpwssd zmm: 32 int16 x int16 multiply-adds into 16 int32 lanes = 64 ops per instruction.
+  __m512i a[24];
+  for (int j = 0; j < 24; ++j) a[j] = _mm512_set1_epi32(j);
+  const __m512i b = _mm512_set1_epi16(3), c = _mm512_set1_epi16(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 24
+    for (int j = 0; j < 24; ++j) a[j] = dpwssd(a[j], b, c);
+  }
+  for (int j = 1; j < 24; ++j) a[0] = _mm512_add_epi32(a[0], a[j]);
+  return _mm512_reduce_add_epi32(a[0]);
+}
+
 }  // namespace latprof::cpu::detail

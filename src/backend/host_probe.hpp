@@ -22,6 +22,7 @@ struct HostProbe {
   HostProbeFigure fp32_fma_peak;    // FLOP/s, independent FMA chains in registers
   HostProbeFigure int8_peak;        // op/s, int8 dot-product chains (VNNI when present)
   HostProbeFigure bf16_peak;        // FLOP/s, bf16 dot-product chains (0: no AVX512-BF16)
+  HostProbeFigure int16_peak;       // op/s, int16 dot-product chains (0: no AVX512-VNNI)
   std::string isa;                  // the instruction set the kernels use
   double seconds = 0;               // the probe's wall time
 };

@@ -109,6 +109,7 @@ CommandFn add_hw_command(CLI::App& app) {
     row("memory triad bandwidth", h.triad_bytes_per_s, "B/s", ds.mem_bw_bytes_per_s);
     row("FP32 FMA peak", c.vector_flops_per_s, "FLOP/s", ds.vector_flops_per_s);
     row("INT8 dot-product peak", c.int8_ops_per_s, "OP/s", ds.int8_ops_per_s);
+    if (c.int16_ops_per_s > 0) row("INT16 dot-product peak", c.int16_ops_per_s, "OP/s", 0);
     if (c.bf16_flops_per_s > 0) row("BF16 dot-product peak", c.bf16_flops_per_s, "FLOP/s", 0);
     std::printf("  %-26s %14s\n  %-26s %14s\n", "memory", fmt_bytes(c.memory_bytes).c_str(),
                 "last-level cache", fmt_bytes(c.cache_bytes).c_str());

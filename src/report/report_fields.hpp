@@ -300,6 +300,11 @@ void describe(V& v, R& r) {
        "CPU: the bf16 dot-product peak (vdpbf16ps), attention's roof on a bf16 KV cache; 0: none "
        "or not measured",
        kOptional | kMin0});
+    w("int16_ops_per_s", c.int16_ops_per_s,
+      {"op/s",
+       "CPU: the int16 dot-product peak (vpdpwssd), the W8A16 (int8) matmuls' roof; 0: none or "
+       "not measured",
+       kOptional | kMin0});
     w("memory_bytes", c.memory_bytes, {"B", "memory capacity", kOptional | kMin0});
     w("cache_bytes", c.cache_bytes, {"B", "last-level cache", kOptional | kMin0});
     w("info", r.ceilings_info,

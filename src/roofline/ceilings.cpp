@@ -9,6 +9,7 @@ namespace latprof {
 
 double Ceilings::matmul_peak(const Precision& p) const {
   if (p.weights == WeightFormat::int8_w8a8 && int8_ops_per_s > 0) return int8_ops_per_s;
+  if (p.weights == WeightFormat::int8_w8a16 && int16_ops_per_s > 0) return int16_ops_per_s;
   return matmul_flops_per_s;
 }
 
@@ -31,6 +32,7 @@ nlohmann::json ceilings_to_json(const Ceilings& c) {
           {"vector_flops_per_s", c.vector_flops_per_s},
           {"int8_ops_per_s", c.int8_ops_per_s},
           {"bf16_flops_per_s", c.bf16_flops_per_s},
+          {"int16_ops_per_s", c.int16_ops_per_s},
           {"memory_bytes", c.memory_bytes},
           {"cache_bytes", c.cache_bytes}};
 }
@@ -64,6 +66,7 @@ Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin) 
   c.vector_flops_per_s = num("vector_flops_per_s", false);
   c.int8_ops_per_s = num("int8_ops_per_s", false);
   c.bf16_flops_per_s = num("bf16_flops_per_s", false);
+  c.int16_ops_per_s = num("int16_ops_per_s", false);
   c.memory_bytes = num("memory_bytes", false);
   c.cache_bytes = num("cache_bytes", false);
   return c;

@@ -17,14 +17,17 @@ struct Ceilings {
   double int8_ops_per_s = 0;      // dense INT8 peak (W8A8 matmuls); 0 when the part has none
   double bf16_flops_per_s = 0;    // CPU: the bf16 dot-product peak (vdpbf16ps), the attention's
                                   // roof on a bf16 KV cache; 0 when not measured or none
+  double int16_ops_per_s = 0;     // CPU: the int16 dot-product peak (vpdpwssd), the W8A16
+                                  // matmuls' roof where measured; 0 when not measured or none
   double memory_bytes = 0;        // capacity
   double cache_bytes = 0;         // last-level cache (L2 on a GPU, L3 on a CPU)
 
   // The compute roof for an op at a precision (attention on a bf16 KV cache: bf16_flops_per_s
   // where it is known).
   double peak_for(Op op, const Precision& p) const;
-  // The matmul roof at a precision: the INT8 peak for W8A8 where the part has one, else the
-  // matmul (FP16 / FP32 FMA) peak. MFU at every level (op, stage, step, request) divides by it.
+  // The matmul roof at a precision: the INT8 peak for W8A8 where the part has one, the int16
+  // dot-product peak for W8A16 where it was measured (a CPU with VNNI), else the matmul (FP16 /
+  // FP32 FMA) peak. MFU at every level (op, stage, step, request) divides by it.
   double matmul_peak(const Precision& p) const;
   // Intensity (FLOP/byte) where the roofs meet, for the matmul roof.
   double ridge(const Precision& p) const;

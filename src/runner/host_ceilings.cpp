@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when the probe changes so old cached figures are not reused.
-constexpr int kProbeVersion = 3;  // 3: the bf16 dot-product peak
+constexpr int kProbeVersion = 4;  // 3: the bf16 dot-product peak; 4: the int16 one
 
 double llc_bytes() {
   double best = 0;
@@ -115,6 +115,7 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
   c.vector_flops_per_s = probe.fp32_fma_peak.best;
   c.int8_ops_per_s = probe.int8_peak.best;
   c.bf16_flops_per_s = probe.bf16_peak.best;
+  c.int16_ops_per_s = probe.int16_peak.best;
   c.memory_bytes = host_memory_total_bytes();
   c.cache_bytes = llc_bytes();
   h.triad_bytes_per_s = probe.triad_bandwidth.best;
@@ -144,6 +145,8 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
        probe_json(probe.int8_peak, "op/s", "int8 dot-product chains (VNNI when present)")},
       {"bf16_peak",
        probe_json(probe.bf16_peak, "FLOP/s", "bf16 dot-product chains (vdpbf16ps; 0: none)")},
+      {"int16_peak",
+       probe_json(probe.int16_peak, "op/s", "int16 dot-product chains (vpdpwssd; 0: none)")},
       {"cache_bytes_source", "/sys/devices/system/cpu/cpu0/cache"},
       {"load_average_1min_before", load},
   };

@@ -1056,6 +1056,11 @@ TEST(Probe, ResultsArePositiveAndFinite) {
   ok(probe_triad_bandwidth(size_t(48) << 20, 3), "triad");
   ok(probe_fma_peak(3), "fma");
   ok(probe_int8_peak(3), "int8");
+  const ProbeResult i16 = probe_int16_peak(3);
+  if (detected_isa() == Isa::avx512 && __builtin_cpu_supports("avx512vnni"))
+    ok(i16, "int16");
+  else
+    EXPECT_EQ(i16.value, 0.0) << "an int16 peak on a CPU without AVX512-VNNI";
   const ProbeResult bf16 = probe_bf16_peak(3);
   if (detected_isa() == Isa::avx512 && has_avx512_bf16())
     ok(bf16, "bf16");

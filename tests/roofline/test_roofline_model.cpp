@@ -431,6 +431,25 @@ TEST(Ceilings, AttentionOnABf16CacheUsesTheBf16Peak) {
   EXPECT_DOUBLE_EQ(back.bf16_flops_per_s, 4.7e11);
 }
 
+// W8A16 matmuls are judged against the int16 dot-product peak where one was measured (the CPU's
+// vpdpwssd kernels); FP16 and W8A8 keep theirs.
+TEST(Ceilings, W8A16MatmulsUseTheInt16Peak) {
+  Ceilings c;
+  c.mem_bw_bytes_per_s = 5e10;
+  c.matmul_flops_per_s = 2.3e11;
+  c.int8_ops_per_s = 9.4e11;
+  const Precision f16 = precision_for("fp16", 4, 2), w8a16 = precision_for("int8", 4, 2),
+                  w8a8 = precision_for("int8-w8a8", 4, 2);
+  EXPECT_DOUBLE_EQ(c.matmul_peak(w8a16), 2.3e11);  // not measured: the matmul peak
+  c.int16_ops_per_s = 4.7e11;
+  EXPECT_DOUBLE_EQ(c.matmul_peak(w8a16), 4.7e11);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::qkv_proj, w8a16), 4.7e11);
+  EXPECT_DOUBLE_EQ(c.matmul_peak(f16), 2.3e11);
+  EXPECT_DOUBLE_EQ(c.matmul_peak(w8a8), 9.4e11);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, w8a16), 2.3e11);
+  EXPECT_DOUBLE_EQ(ceilings_from_json(ceilings_to_json(c), "test").int16_ops_per_s, 4.7e11);
+}
+
 // Causal prefill attention executes about half the FLOPs the MFU convention counts (every key
 // for every query): at 60% of the peak in executed FLOPs its MFU is ~120%, which is no error.
 TEST(Physics, AttentionMfuAboveOneByTheConventionIsNoError) {

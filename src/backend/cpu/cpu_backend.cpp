@@ -69,14 +69,14 @@ class CpuBackend final : public Backend {
     const std::string rows = std::to_string(cpu::gemv_max_rows());
     const bool dot = cpu::gemv_int8_dot();
     if (t == WeightType::i8)
-      return dot ? "int8 (W8A16) on the CPU: steps of up to " + rows +
-                       " rows multiply the int8 weights by activations rounded to int16 "
-                       "(AVX512-VNNI vpdpwssd); larger steps dequantise the weights to FP32"
+      return dot ? "int8 (W8A16) on the CPU: every matmul multiplies the int8 weights by "
+                   "activations rounded to int16, one scale per row, in int32 sums (AVX512-VNNI "
+                   "vpdpwssd), judged against the int16 dot-product peak"
                  : "int8 (W8A16) on the CPU: weights dequantised to FP32 in every matmul";
     return dot ? "int8-w8a8 on the CPU: steps of up to " + rows +
-                     " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd); "
-                     "larger steps (prefill) multiply the same int8-rounded activations in FP32 "
-                     "FMAs, judged against the INT8 roof all the same"
+                     " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd), "
+                     "larger steps (prefill) the same int8 values held as int16 (vpdpwssd), all in "
+                     "exact int32 sums, judged against the INT8 roof"
                : "int8-w8a8 on the CPU: no AVX512-VNNI here, so every matmul multiplies the "
                  "int8-rounded activations in FP32 FMAs, judged against the INT8 roof all the same";
   }
