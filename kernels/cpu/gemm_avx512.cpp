@@ -131,6 +131,26 @@ void pack_a(const float* x, int64_t m, int64_t n_in, float* dst) {
   }
 }
 
+// The masks of a micro-tile's two 16-column halves for nr <= 32 valid columns.
+struct ColMasks {
+  __mmask16 m0, m1;
+  explicit ColMasks(int nr)
+      : m0(nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1)),
+        m1(nr >= 32  ? __mmask16(0xffff)
+           : nr > 16 ? __mmask16((1u << (nr - 16)) - 1)
+                     : 0) {}
+};
+
+// One row of a micro-tile: c[0..32) = (or +=) v0, v1 in its valid columns.
+inline void store_row(float* c, __m512 v0, __m512 v1, const ColMasks& m, bool accumulate) {
+  if (accumulate) {
+    v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m.m0, c));
+    v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m.m1, c + 16));
+  }
+  _mm512_mask_storeu_ps(c, m.m0, v0);
+  _mm512_mask_storeu_ps(c + 16, m.m1, v1);
+}
+
 // C[0..mr, 0..nr) (+)= A(14 x kc) · B(kc x 32).
 void micro_kernel(const float* a, const float* b, int64_t kc, float* c, int64_t ldc, int mr, int nr,
                   bool accumulate) {
@@ -146,21 +166,11 @@ void micro_kernel(const float* a, const float* b, int64_t kc, float* c, int64_t 
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
   }
-  const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32  ? __mmask16(0xffff)
-                       : nr > 16 ? __mmask16((1u << (nr - 16)) - 1)
-                                 : __mmask16(0);
+  const ColMasks m(nr);
 #pragma GCC unroll 14
   for (int r = 0; r < MR; ++r) {
     if (r >= mr) break;
-    float* cr = c + r * ldc;
-    __m512 v0 = acc[r][0], v1 = acc[r][1];
-    if (accumulate) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
-    }
-    _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    store_row(c + r * ldc, acc[r][0], acc[r][1], m, accumulate);
   }
 }
 
@@ -302,24 +312,14 @@ void micro_kernel_i16(const int32_t* a, const int32_t* b, int64_t kcp, const flo
       acc[r][1] = dpwssd(acc[r][1], av, b1);
     }
   }
-  const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32  ? __mmask16(0xffff)
-                       : nr > 16 ? __mmask16((1u << (nr - 16)) - 1)
-                                 : __mmask16(0);
-  const __m512 sw0 = _mm512_maskz_loadu_ps(m0, sw), sw1 = _mm512_maskz_loadu_ps(m1, sw + 16);
+  const ColMasks m(nr);
+  const __m512 sw0 = _mm512_maskz_loadu_ps(m.m0, sw), sw1 = _mm512_maskz_loadu_ps(m.m1, sw + 16);
 #pragma GCC unroll 14
   for (int r = 0; r < MR; ++r) {
     if (r >= mr) break;
-    float* cr = c + r * ldc;
     const __m512 s = _mm512_set1_ps(sa[r]);
-    __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][0]), _mm512_mul_ps(sw0, s));
-    __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][1]), _mm512_mul_ps(sw1, s));
-    if (accumulate) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
-    }
-    _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    store_row(c + r * ldc, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][0]), _mm512_mul_ps(sw0, s)),
+              _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][1]), _mm512_mul_ps(sw1, s)), m, accumulate);
   }
 }
 
