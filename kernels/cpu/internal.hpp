@@ -297,8 +297,15 @@ void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n);
 
 // Probe inner loops: each returns a value that depends on all the work done (so it is not
 // optimised away). Called from inside an OpenMP parallel region, one call per thread.
-double read_sum_avx512(const float* p, size_t n);
-double read_sum_avx2(const float* p, size_t n);
+// prefetch: each line is also prefetched into L2 kProbePrefetchBytes ahead, as the decode GEMVs'
+// weight streams are (below).
+double read_sum_avx512(const float* p, size_t n, bool prefetch);
+double read_sum_avx2(const float* p, size_t n, bool prefetch);
+// The read probe's software prefetch distance: the INT8 decode stream's (gemv_vnni_avx512.cpp).
+// On AMD Zen 4 (2 threads, 512 MiB, huge pages) a read prefetched 6 KB ahead into L2 ran
+// 1.04-1.08x a plain one when the memory read ~60 GB/s and 1.00-1.03x at ~35 GB/s
+// (reports/cpu-kernels.md): without it the probe's roof was below what the kernels reached.
+constexpr size_t kProbePrefetchBytes = 6144;
 double fma_chains_avx512(int64_t iters);       // 2 * 16 * 24 * iters FLOP
 double fma_chains_avx2(int64_t iters);         // 2 * 8 * 12 * iters FLOP
 int64_t dpbusd_chains_avx512(int64_t iters);   // 2 * 64 * 24 * iters op

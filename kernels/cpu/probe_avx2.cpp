@@ -5,11 +5,19 @@
 
 namespace latprof::cpu::detail {
 
-double read_sum_avx2(const float* p, size_t n) {
+double read_sum_avx2(const float* p, size_t n, bool prefetch) {
   __m256 s[8];
   for (auto& v : s) v = _mm256_setzero_ps();
+  const char* const end = reinterpret_cast<const char*>(p + n);
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {
+    if (const char* pf = reinterpret_cast<const char*>(p + i) + kProbePrefetchBytes;
+        prefetch && pf < end) {
+      prefetch_linear(pf);
+      prefetch_linear(pf + 64);
+      prefetch_linear(pf + 128);
+      prefetch_linear(pf + 192);
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) s[j] = _mm256_add_ps(s[j], _mm256_loadu_ps(p + i + 8 * j));
   }

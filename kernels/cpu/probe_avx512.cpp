@@ -11,11 +11,17 @@
 
 namespace latprof::cpu::detail {
 
-double read_sum_avx512(const float* p, size_t n) {
+double read_sum_avx512(const float* p, size_t n, bool prefetch) {
   __m512 s[8];
   for (auto& v : s) v = _mm512_setzero_ps();
+  const char* const end = reinterpret_cast<const char*>(p + n);
   size_t i = 0;
   for (; i + 128 <= n; i += 128) {  // 512 bytes per iteration, 8 independent add chains
+    if (const char* pf = reinterpret_cast<const char*>(p + i) + kProbePrefetchBytes;
+        prefetch && pf < end) {
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) prefetch_linear(pf + 64 * j);
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) s[j] = _mm512_add_ps(s[j], _mm512_loadu_ps(p + i + 16 * j));
   }
