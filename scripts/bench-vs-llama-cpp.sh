@@ -9,7 +9,8 @@
 #   the GGUFs: the same shapes for llama.cpp (scripts/make-synthetic-gguf.py, then
 #   `llama-quantize F16.gguf Q8_0.gguf Q8_0`). llama.cpp is built outside this repository.
 #   BUILD_DIR (build), BENCH_DIR (where bench/stream_read is: build-bench, else BUILD_DIR), INPUT (500), OUTPUT (64),
-#   THREADS (2), REPS (3), DTYPES ("fp16 int8"; one of them alone for long runs) override.
+#   THREADS (2), REPS (3), DTYPES ("fp16 int8"; one of them alone for long runs) override;
+#   KEEP_TMP=1 keeps the raw JSON of every repetition (the folder is named on stderr).
 # Decode is measured at context INPUT (llama-bench: tg OUTPUT at depth INPUT; latprof: the decode
 # of a request of INPUT prompt tokens), prefill as INPUT prompt tokens (llama-bench pp INPUT).
 set -euo pipefail
@@ -33,12 +34,15 @@ command -v "$lb" >/dev/null || [ -x "$lb" ] || { echo "bench-vs-llama-cpp: llama
 [ -x "$bench/bench/stream_read" ] || { echo "bench-vs-llama-cpp: $bench/bench/stream_read not found; build the stream_read target (-DLATPROF_BENCHMARKS=ON)" >&2; exit 2; }
 for f in "$f16" "$q8"; do [ -r "$f" ] || { echo "bench-vs-llama-cpp: cannot read $f" >&2; exit 2; }; done
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_TMP:-}" ] && echo "bench-vs-llama-cpp: raw results kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=$threads
 # llama-bench before mid-2025 has no -d (depth): its decode at context INPUT is then taken from a
 # prompt+generation test (-pg INPUT,OUTPUT) less the prompt-only test of the same repetition.
 has_depth=0
-"$lb" --help 2>&1 | grep -q -- '--n-depth' && has_depth=1
+# (The help text is read whole first: `grep -q` in a pipe under pipefail exits at the first match,
+# llama-bench dies of SIGPIPE, and the test failed at random.)
+lb_help=$("$lb" --help 2>&1 || true)
+case $lb_help in *--n-depth*) has_depth=1 ;; esac
 stream() { "$bench/bench/stream_read" 2048 7 | tee -a "$tmp/stream.txt" >&2; }
 # Interleaved per repetition, so that both tools see the same memory system (its bandwidth drifts
 # by a third within minutes on shared machines): stream_read, then for each dtype llama-bench
