@@ -28,8 +28,17 @@ void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t k
 }
 
 void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
-  // Each 4-row group through a scratch copy of it.
   const int64_t groups = n_out / 4, chunks = n_in / 64;
+  if (n_in > kRows4Panel) {  // several panels: from a row-major copy of the whole matrix
+    const std::vector<int8_t> src(w, w + n_out * n_in);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n_out; ++r)
+      for (int64_t c = 0; c < chunks; ++c)
+        std::memcpy(w + i8_offset(true, n_out, n_in, r, 64 * c), src.data() + r * n_in + 64 * c,
+                    64);
+    return;
+  }
+  // One panel: each 4-row group through a scratch copy of it.
 #pragma omp parallel if (n_out * n_in > 65536)
   {
     std::vector<int8_t> tmp(size_t(4 * n_in));

@@ -76,7 +76,7 @@ void pack_b(const T* w, const float* scales, int64_t n_in, int64_t n_out, int64_
   static_assert(KC % 64 == 0);
   constexpr int64_t kAhead = 256 / sizeof(T);  // four 64-byte lines of fp16, two of int8
   auto at = [&](int64_t n, int64_t k) {
-    if constexpr (sizeof(T) == 1) return w + i8_offset(rows4, n_in, n, k);
+    if constexpr (sizeof(T) == 1) return w + i8_offset(rows4, n_out, n_in, n, k);
     return w + n * n_in + k;
   };
   for (int64_t j0 = 0; j0 < nc; j0 += 16) {
@@ -284,12 +284,12 @@ void pack_b_i16(const int8_t* w, int64_t n_in, int64_t n_out, int64_t n0, int64_
         const int64_t n = n0 + j0 + i;
         const int64_t ka = k + kAhead;
         if (ka < kc) {
-          if (n < n_out) __builtin_prefetch(w + i8_offset(rows4, n_in, n, k0 + ka), 0, 3);
+          if (n < n_out) __builtin_prefetch(w + i8_offset(rows4, n_out, n_in, n, k0 + ka), 0, 3);
         } else if (j0 + 16 < nc && n + 16 < n_out) {
-          __builtin_prefetch(w + i8_offset(rows4, n_in, n + 16, k0 + (ka - kc)), 0, 3);
+          __builtin_prefetch(w + i8_offset(rows4, n_out, n_in, n + 16, k0 + (ka - kc)), 0, 3);
         }
-        r[i] = n < n_out ? _mm512_castsi512_ps(_mm512_cvtepi8_epi16(
-                               _mm256_maskz_loadu_epi8(km, w + i8_offset(rows4, n_in, n, k0 + k))))
+        r[i] = n < n_out ? _mm512_castsi512_ps(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(
+                               km, w + i8_offset(rows4, n_out, n_in, n, k0 + k))))
                          : _mm512_setzero_ps();
       }
       transpose16(r);  // r[kk] lane i = row i's pair k / 2 + kk

@@ -241,7 +241,9 @@ void quantize_activations_u8(const float* x, int64_t m, int64_t n, int64_t ldx, 
 
 void gemv_rows_w8a8_vnni(const Weight& w, const uint8_t* xu, int64_t ldx, const float* xs,
                          int64_t m, float* y, int64_t r0, int64_t r1) {
-  with_rows(m, [&](auto M) { rows<decltype(M)::value>(w, xu, ldx, xs, y, r0, r1); });
+  for_panels(w, m, y, r0, r1, [&](const Weight& v, int64_t p0, float* yv) {
+    with_rows(m, [&](auto M) { rows<decltype(M)::value>(v, xu + p0, ldx, xs, yv, r0, r1); });
+  });
 }
 
 }  // namespace latprof::cpu::detail

@@ -2,6 +2,7 @@
 // Internal declarations shared by the CPU kernel files (not part of the public API). Functions
 // suffixed _avx512 / _avx2 live in files compiled with those ISA flags and must only be called
 // after the dispatcher has checked the CPU.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -155,7 +156,9 @@ struct I8Rows {
   I8Rows(const Weight& w, int64_t r) : n(w.n_in) {
     const int8_t* d = static_cast<const int8_t*>(w.data);
     wr = Rows4 ? d + (r >> 2) * 4 * n : d + r * n;
-    for (int i = 0; i < R; ++i) base[i] = d + i8_offset(Rows4, n, r + i, 0);
+    // (Rows4: a matrix of one panel, kernels.hpp; the GEMV entry points hand the kernels one
+    // panel at a time, as a Weight of its columns: panel_view.)
+    for (int i = 0; i < R; ++i) base[i] = d + i8_offset(Rows4, w.n_out, n, r + i, 0);
   }
   const int8_t* at(int i, int64_t k) const { return base[i] + (k >> 6) * kStride + (k & 63); }
   // Called once per 64 weights (k a multiple of 64), by a block of M activation rows. The linear
@@ -190,12 +193,37 @@ inline Weight row_major_rows(const Weight& w, int64_t r0, int64_t r1, std::vecto
   const int8_t* d = static_cast<const int8_t*>(w.data);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = 0; c < w.n_in; c += 64)
-      std::memcpy(buf.data() + (r - r0) * w.n_in + c, d + i8_offset(true, w.n_in, r, c), 64);
+      std::memcpy(buf.data() + (r - r0) * w.n_in + c, d + i8_offset(true, w.n_out, w.n_in, r, c),
+                  64);
   Weight v = w;
   v.data = buf.data();
   v.scales = w.scales + r0;
   v.rows4 = false;
   return v;
+}
+
+// Runs f(view, p0, yv) for each column panel of an INT8 weight interleaved in fours (kernels.hpp,
+// kRows4Panel): view is a Weight of the panel's columns (a one-panel matrix, the layout the GEMV
+// kernels read), p0 its first column; the first panel writes rows [r0, r1) of y (m rows, n_out
+// apart), the others a scratch that is then added to them. A row-major or one-panel weight is
+// passed through whole.
+template <class F>
+void for_panels(const Weight& w, int64_t m, float* y, int64_t r0, int64_t r1, F&& f) {
+  if (!w.rows4 || w.n_in <= kRows4Panel) return f(w, int64_t(0), y);
+  thread_local std::vector<float> part;
+  part.resize(size_t(m * w.n_out));
+  for (int64_t p0 = 0; p0 < w.n_in; p0 += kRows4Panel) {
+    Weight v = w;
+    v.data = static_cast<const int8_t*>(w.data) + p0 * w.n_out;
+    v.n_in = std::min(kRows4Panel, w.n_in - p0);
+    if (p0 == 0) {
+      f(v, p0, y);
+      continue;
+    }
+    f(v, p0, part.data());
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t r = r0; r < r1; ++r) y[j * w.n_out + r] += part[size_t(j * w.n_out + r)];
+  }
 }
 
 // Accounting of one parallel region (kernels.hpp, SyncStats). Use:

@@ -35,19 +35,29 @@ struct Weight {
   bool rows4 = false;
 };
 
-// INT8 rows interleaved in fours: each group of 4 rows (4 * n_in bytes, where row-major puts
-// them) holds their 64-byte pieces in turn: row 4g + i, elements [64c, 64c + 64) at offset
-// 4g * n_in + 256c + 64i. The decode GEMV then reads 4 rows as one linear stream sharing each
-// activation load: on AMD Zen 4 (2 threads, fast windows) the W8A16 stream at one activation row
-// ran at 0.99-1.07 of the FP16 stream's bytes per second, against 0.89-0.92 row-major
+// INT8 rows interleaved in fours, in panels of columns: the columns are cut into panels of
+// kRows4Panel (the last one narrower), panel after panel, each holding all the rows' pieces of
+// its columns; within a panel of width wp, each group of 4 rows (4 * wp bytes) holds their 64-byte
+// pieces in turn: row 4g + i, panel columns [64c, 64c + 64) at 4g * wp + 256c + 64i from the
+// panel's start (p0 * n_out for the panel of columns [p0, p0 + wp)). A matrix of at most
+// kRows4Panel columns is one panel. The decode GEMV then reads 4 rows as one linear stream
+// sharing each activation load: on AMD Zen 4 (2 threads, fast windows) the W8A16 stream at one
+// activation row ran at 0.99-1.07 of the FP16 stream's bytes per second, against 0.89-0.92
+// row-major; and a thread's rows are one linear stream per panel, while which the activations it
+// reads again for every group (2 bytes a column) stay in L1 beside the stream: with all 11,008
+// columns in one panel the 4,096 x 11,008 product ran at 0.77-0.81 of the 11,008 x 4,096 one
 // (reports/cpu-kernels.md). Needs n_in % 64 == 0 and n_out % 4 == 0.
+inline constexpr int64_t kRows4Panel = 4096;
 inline bool rows4_fits(int64_t n_out, int64_t n_in) {
   return n_out > 0 && n_in > 0 && n_in % 64 == 0 && n_out % 4 == 0;
 }
-// Element (r, k) of an int8 matrix in either layout; the 64 - k % 64 elements from there on in
-// its row are contiguous.
-inline int64_t i8_offset(bool rows4, int64_t n_in, int64_t r, int64_t k) {
-  return rows4 ? (r >> 2) * 4 * n_in + (k >> 6) * 256 + (r & 3) * 64 + (k & 63) : r * n_in + k;
+// Element (r, k) of an int8 matrix [n_out, n_in] in either layout; the 64 - k % 64 elements from
+// there on in its row are contiguous.
+inline int64_t i8_offset(bool rows4, int64_t n_out, int64_t n_in, int64_t r, int64_t k) {
+  if (!rows4) return r * n_in + k;
+  const int64_t p0 = k / kRows4Panel * kRows4Panel, kp = k - p0;
+  const int64_t wp = n_in - p0 < kRows4Panel ? n_in - p0 : kRows4Panel;
+  return p0 * n_out + (r >> 2) * 4 * wp + (kp >> 6) * 256 + (r & 3) * 64 + (kp & 63);
 }
 // Row-major -> rows interleaved in fours, in place (rows4_fits must hold), in parallel.
 void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in);

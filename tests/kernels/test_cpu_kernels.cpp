@@ -300,7 +300,9 @@ TEST_P(Kernels, LinearRowsInterleavedInFours) {
   uint32_t seed = 900;
   for (WType t : {WType::i8, WType::i8a8}) {
     for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17}) check_linear({t, 36, 2048, true}, m, seed++);
-    check_linear({t, 8, 8192 + 64, true}, 1, seed++);  // past the VNNI int32 flushes
+    check_linear({t, 8, 8192 + 64, true}, 1, seed++);     // past the VNNI int32 flushes; 3 panels
+    check_linear({t, 520, 4096 + 192, true}, 1, seed++);  // 2 panels, several chunks and threads
+    check_linear({t, 20, 4096 + 192, true}, 3, seed++);
     check_linear({t, 12, 8192 + 64, true}, 6, seed++);
     check_linear({t, 4, 2 * 65536 + 64, true}, 1, seed++);  // past W8A8's int32 reductions
     check_linear({t, 516, 256, true}, 1, seed++);           // several GEMV chunks and threads
@@ -335,6 +337,32 @@ TEST(Kernels8, InterleavedRowsFromAnyRow) {
   }
 }
 
+// More columns than a panel (kernels.hpp, kRows4Panel): panels one after the other, the last one
+// narrower, each interleaved in fours over its own width; copied back row-major whole.
+TEST(Fill, RowsInterleavedInFoursInPanels) {
+  const int64_t n_out = 8, n_in = 2 * kRows4Panel + 192;
+  std::vector<int8_t> a(size_t(n_out * n_in));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = int8_t(i * 37 % 251 - 125);
+  std::vector<int8_t> b = a;
+  interleave_rows4(b.data(), n_out, n_in);
+  for (int64_t r = 0; r < n_out; ++r)
+    for (int64_t k = 0; k < n_in; ++k)
+      ASSERT_EQ(b[size_t(i8_offset(true, n_out, n_in, r, k))], a[size_t(r * n_in + k)])
+          << r << " " << k;
+  // Row 5, column 2 * kRows4Panel + 70 (the last panel, 192 wide, piece 1): at the panel's start
+  // 2 * kRows4Panel * n_out, then group 1 (4 * 192), piece 1 (256), row 1 of the group (64), 6.
+  EXPECT_EQ(b[size_t(2 * kRows4Panel * n_out + 4 * 192 + 256 + 64 + 6)],
+            a[size_t(5 * n_in + 2 * kRows4Panel + 70)]);
+  // Row 2, column kRows4Panel + 130: the middle panel (full width), group 0, piece 2, row 2.
+  EXPECT_EQ(b[size_t(kRows4Panel * n_out + 256 * 2 + 64 * 2 + 2)],
+            a[size_t(2 * n_in + kRows4Panel + 130)]);
+  std::vector<float> scales(size_t(n_out), 1.0f);
+  const Weight w{b.data(), scales.data(), WType::i8, n_out, n_in, true};
+  std::vector<int8_t> buf;
+  detail::row_major_rows(w, 0, n_out, buf);
+  EXPECT_EQ(buf, a);
+}
+
 TEST(Fill, RowsInterleavedInFoursAndCopiedBack) {
   const int64_t n_out = 12, n_in = 192;
   std::vector<int8_t> a(size_t(n_out * n_in));
@@ -347,7 +375,8 @@ TEST(Fill, RowsInterleavedInFoursAndCopiedBack) {
   EXPECT_NE(a, b);
   for (int64_t r = 0; r < n_out; ++r)
     for (int64_t k = 0; k < n_in; ++k)
-      ASSERT_EQ(b[size_t(i8_offset(true, n_in, r, k))], a[size_t(r * n_in + k)]) << r << " " << k;
+      ASSERT_EQ(b[size_t(i8_offset(true, n_out, n_in, r, k))], a[size_t(r * n_in + k)])
+          << r << " " << k;
   // The layout as documented: row 4g + i, piece c at 4g * n_in + 256c + 64i.
   EXPECT_EQ(b[size_t(4 * n_in + 256 * 2 + 64 * 3 + 5)], a[size_t(7 * n_in + 2 * 64 + 5)]);
   // Rows 3-8 copied back row-major (the paths without an interleaved form), scales from row 3.
