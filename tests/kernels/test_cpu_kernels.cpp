@@ -303,6 +303,7 @@ TEST_P(Kernels, LinearRowsInterleavedInFours) {
     check_linear({t, 8, 8192 + 64, true}, 1, seed++);     // past the VNNI int32 flushes; 3 panels
     check_linear({t, 520, 4096 + 192, true}, 1, seed++);  // 2 panels, several chunks and threads
     check_linear({t, 20, 4096 + 192, true}, 3, seed++);
+    check_linear({t, 20, 4096 + 192, true}, 40, seed++);  // the GEMM's packing across panels
     check_linear({t, 12, 8192 + 64, true}, 6, seed++);
     check_linear({t, 4, 2 * 65536 + 64, true}, 1, seed++);  // past W8A8's int32 reductions
     check_linear({t, 516, 256, true}, 1, seed++);           // several GEMV chunks and threads
