@@ -157,7 +157,7 @@ struct I8Rows {
     const int8_t* d = static_cast<const int8_t*>(w.data);
     wr = Rows4 ? d + (r >> 2) * 4 * n : d + r * n;
     // (Rows4: a matrix of one panel, kernels.hpp; the GEMV entry points hand the kernels one
-    // panel at a time, as a Weight of its columns: panel_view.)
+    // panel at a time, as a Weight of its columns: for_panels below.)
     for (int i = 0; i < R; ++i) base[i] = d + i8_offset(Rows4, w.n_out, n, r + i, 0);
   }
   const int8_t* at(int i, int64_t k) const { return base[i] + (k >> 6) * kStride + (k & 63); }

@@ -43,10 +43,11 @@ struct Weight {
 // kRows4Panel columns is one panel. The decode GEMV then reads 4 rows as one linear stream
 // sharing each activation load: on AMD Zen 4 (2 threads, fast windows) the W8A16 stream at one
 // activation row ran at 0.99-1.07 of the FP16 stream's bytes per second, against 0.89-0.92
-// row-major; and a thread's rows are one linear stream per panel, while which the activations it
-// reads again for every group (2 bytes a column) stay in L1 beside the stream: with all 11,008
-// columns in one panel the 4,096 x 11,008 product ran at 0.77-0.81 of the 11,008 x 4,096 one
-// (reports/cpu-kernels.md). Needs n_in % 64 == 0 and n_out % 4 == 0.
+// row-major. A thread's rows are one linear stream per panel, and the panel's activations, which
+// it reads again for every group (2 bytes a column), stay in L1 beside that stream: with all
+// 11,008 columns in one panel they did not, and the 4,096 x 11,008 product ran at 0.77-0.81 of the
+// 11,008 x 4,096 one when the memory read ~60 GB/s (reports/cpu-kernels.md). Needs
+// n_in % 64 == 0 and n_out % 4 == 0.
 inline constexpr int64_t kRows4Panel = 4096;
 inline bool rows4_fits(int64_t n_out, int64_t n_in) {
   return n_out > 0 && n_in > 0 && n_in % 64 == 0 && n_out % 4 == 0;
