@@ -191,8 +191,7 @@ int run_from(const RooflineArgs& a) {
     have_model = true;
   } catch (const UsageError&) {
   }
-  Precision prec = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
-  prec.kv_bf16 = r.run.kv_dtype == "bf16";
+  const Precision prec = run_precision(r.run);
   if (fit.ok) {
     std::printf("\ndecode-step fit (%lld steps, r2 %.3f): step = %s + %s us x context\n",
                 (long long)fit.n, fit.r2, fmt_ms(fit.intercept).c_str(),

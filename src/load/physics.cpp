@@ -13,12 +13,12 @@ Physics::Physics(const PhysicsOptions& o) : o_(o) {
   if (!o.engine_report.empty()) {
     const RunReport r = load_report(o.engine_report);
     base_.model = model_from_json(r.model_config, o.engine_report + ": model_config");
-    // the CPU backend computes in FP32, the CUDA backend in FP16; the KV cache is FP16 on both
+    // the CPU backend computes in FP32, the CUDA backend in FP16
     act_dtype_ = r.run.backend == "cuda" ? "fp16" : "fp32";
-    base_.precision = precision_from_flags(r.run.dtype, "fp16", act_dtype_);
+    base_.precision = run_precision(r.run, act_dtype_);
     base_.ceilings = r.ceilings;
     o_.dtype = r.run.dtype;
-    o_.kv_dtype = "fp16";
+    o_.kv_dtype = kv_dtype_of(r.run);
     o_.act_dtype = act_dtype_;
     base_.input = base_.output = base_.batch = 1;
     return;

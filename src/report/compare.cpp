@@ -397,8 +397,7 @@ Comparison compare_reports(const std::vector<RunReport>& reports, const CompareO
   // Default labels: the precisions (the dtype, and the KV cache's type when it is not fp16) when
   // they tell the reports apart, else "precision #n".
   auto precision = [](const RunReport& x) {
-    return x.run.dtype +
-           (x.run.kv_dtype.empty() || x.run.kv_dtype == "fp16" ? "" : " kv-" + x.run.kv_dtype);
+    return x.run.dtype + (kv_dtype_of(x.run) == "fp16" ? "" : " kv-" + x.run.kv_dtype);
   };
   bool distinct = true;
   for (size_t i = 0; i < reports.size(); ++i)
@@ -505,7 +504,7 @@ nlohmann::json compare_json(const Comparison& c) {
     j["reports"].push_back({{"label", c.labels[i]},
                             {"model", r.model},
                             {"dtype", r.dtype},
-                            {"kv_dtype", r.kv_dtype.empty() ? "fp16" : r.kv_dtype},
+                            {"kv_dtype", kv_dtype_of(r)},
                             {"backend", r.backend},
                             {"device", r.device},
                             {"input_tokens", r.input_tokens},

@@ -72,9 +72,7 @@ WorkingSet working_set(const RunReport& r) {
   if (!r.model_config.is_object() || r.model_config.empty()) return ws;
   try {
     const ModelConfig m = model_from_json(r.model_config, "report model");
-    // KV and activation widths do not change the weight bytes; the KV cache is counted at the
-    // 2 bytes per element both backends store.
-    const Precision p = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
+    const Precision p = run_precision(r.run);
     ws.weights = weight_bytes(m, p);
     ws.kv = kv_cache_bytes(m, p, std::max<int64_t>(1, r.run.batch),
                            r.run.input_tokens + r.run.output_tokens);
@@ -93,8 +91,7 @@ void check_row(RunReport& r, const Row& row, const std::string& subject, bool ca
   if (row.cost.flops <= 0 && row.cost.bytes() <= 0) return;
   double peak = c.matmul_flops_per_s;
   try {
-    Precision p = precision_for(r.run.dtype.empty() ? "fp16" : r.run.dtype, 4, 2);
-    p.kv_bf16 = r.run.kv_dtype == "bf16";
+    const Precision p = run_precision(r.run);
     peak = is_op ? c.peak_for(op_from_name(row.name), p) : c.matmul_peak(p);
   } catch (const UsageError&) {
   }

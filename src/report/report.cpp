@@ -9,6 +9,7 @@
 #include "core/input_file.hpp"
 #include "report/report_fields.hpp"
 #include "report/report_values.hpp"
+#include "roofline/predict.hpp"
 
 namespace latprof {
 
@@ -248,6 +249,10 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
   check_report_values(j, origin);
   if (j.contains("ceilings")) (void)ceilings_from_json(j["ceilings"], origin);
   return r;
+}
+
+Precision run_precision(const RunInfo& ri, const std::string& act_dtype) {
+  return precision_from_flags(ri.dtype.empty() ? "fp16" : ri.dtype, kv_dtype_of(ri), act_dtype);
 }
 
 RunReport load_report(const std::string& path) {

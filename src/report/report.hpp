@@ -155,6 +155,15 @@ struct RunReport {
   nlohmann::json summary;
 };
 
+// The run's KV-cache type: its kv_dtype, fp16 in reports from before the field.
+inline std::string kv_dtype_of(const RunInfo& ri) {
+  return ri.kv_dtype.empty() ? "fp16" : ri.kv_dtype;
+}
+// The precision a run was measured at: its weights and KV cache (kv_dtype_of), activations as
+// act_dtype (only activation-byte figures depend on it). UsageError for a dtype this build does
+// not know.
+Precision run_precision(const RunInfo& ri, const std::string& act_dtype = "fp32");
+
 nlohmann::json report_to_json(const RunReport& r);
 // The run's identity in one flat object (model, dtype, backend, device, tokens, batch, threads,
 // repeat), shared by the JSON Lines record and the trace metadata.

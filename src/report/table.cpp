@@ -165,21 +165,19 @@ std::string format_run_table(const RunReport& r) {
   std::ostringstream o;
   const RunInfo& ri = r.run;
   const bool load = r.load.is_object();
+  const std::string kv = kv_dtype_of(ri) == "fp16" ? "" : ", KV cache " + ri.kv_dtype;
   if (load) {
     const nlohmann::json& l = r.load;
-    o << "latprof run --requests: " << ri.model << " " << ri.dtype
-      << (ri.kv_dtype.empty() || ri.kv_dtype == "fp16" ? "" : ", KV cache " + ri.kv_dtype) << " on "
-      << ri.backend << " (" << ri.device << "), " << int64_t(num(l, "requests"))
-      << " requests, rate "
+    o << "latprof run --requests: " << ri.model << " " << ri.dtype << kv << " on " << ri.backend
+      << " (" << ri.device << "), " << int64_t(num(l, "requests")) << " requests, rate "
       << (l["rate"].is_string() ? l["rate"].get<std::string>() : fmt_fixed(num(l, "rate"), 2))
       << "/s (" << l.value("arrival", std::string()) << "), input "
       << l.value("input", std::string()) << ", output " << l.value("output", std::string())
       << ", at most " << ri.batch << " sequences in a step";
   } else {
-    o << "latprof run: " << ri.model << " " << ri.dtype
-      << (ri.kv_dtype.empty() || ri.kv_dtype == "fp16" ? "" : ", KV cache " + ri.kv_dtype) << " on "
-      << ri.backend << " (" << ri.device << "), input " << ri.input_tokens << ", output "
-      << ri.output_tokens << ", batch " << ri.batch << ", " << ri.repeat << " repeat(s)";
+    o << "latprof run: " << ri.model << " " << ri.dtype << kv << " on " << ri.backend << " ("
+      << ri.device << "), input " << ri.input_tokens << ", output " << ri.output_tokens
+      << ", batch " << ri.batch << ", " << ri.repeat << " repeat(s)";
   }
   const bool spread = ri.repeat > 1;
   if (spread) o << ": tables show the repeat with the median E2E; range: fastest..slowest repeat";

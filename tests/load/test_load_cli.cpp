@@ -367,10 +367,11 @@ TEST(LoadCli, PhysicsFloorPerRequest) {
   EXPECT_EQ(j["summary"]["physics"]["requests"], 3);
   EXPECT_EQ(j["summary"]["physics"]["cost_model"], "tiny");
 
-  // the same from a run report of the server's engine: its model, dtype and measured ceilings
+  // the same from a run report of the server's engine: its model, dtype, KV cache and measured
+  // ceilings
   const std::string engine = (d / "engine.json").string();
-  auto run =
-      cli_test::latprof("run --model tiny --input 16 --output 4 -q --repeat 1 --json " + engine);
+  auto run = cli_test::latprof(
+      "run --model tiny --kv-dtype bf16 --input 16 --output 4 -q --repeat 1 --json " + engine);
   ASSERT_EQ(run.code, 0) << run.err;
   const auto r2 = load("--url " + stub.url() + " --requests 2 --input 16 --output 6 " +
                        "--engine-report " + engine + " --metrics-url none --json " + js);
@@ -379,6 +380,7 @@ TEST(LoadCli, PhysicsFloorPerRequest) {
   EXPECT_EQ(k["summary"]["physics"]["engine_report"], engine);
   EXPECT_EQ(k["summary"]["physics"]["cost_model"], "tiny");
   EXPECT_EQ(k["summary"]["physics"]["act_dtype"], "fp32");  // the CPU backend's
+  EXPECT_EQ(k["summary"]["physics"]["kv_dtype"], "bf16");
   EXPECT_GT(k["requests"][0]["physics"]["floor_ms"]["e2e"].get<double>(), 0.0);
   const auto bad = load("--url " + stub.url() + " --engine-report " + engine +
                         " --cost-model tiny --hw h100-sxm");
