@@ -44,6 +44,7 @@ sources_for() {
                    "$s/model/config.cpp $s/core/input_file.cpp $s/core/path_checks.cpp" \
                    "$s/core/utf8.cpp $root/tests/fuzz/fuzz_stubs.cpp" ;;
     report) echo "$s/report/report.cpp $s/report/report_values.cpp $s/report/plot.cpp" \
+                 "$s/roofline/predict.cpp" \
                  "$s/roofline/ceilings.cpp $s/model/cost_model.cpp $s/core/format.cpp" \
                  "$s/core/input_file.cpp $s/core/path_checks.cpp $s/model/config.cpp" \
                  "$s/core/utf8.cpp $root/tests/fuzz/fuzz_stubs.cpp" ;;
