@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "support/temp_dirs.hpp"
+
 namespace cli_test {
 
 struct Result {
@@ -22,11 +24,9 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
+// <temp>/latprof-test-<name>-<pid>, removed when the test process exits (support/temp_dirs.hpp).
 inline std::filesystem::path temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() /
-           ("latprof-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d;
+  return latprof::testing::scratch_dir(name + "-" + std::to_string(::getpid()));
 }
 
 // The binary under test: LATPROF_TEST_BIN when set (e.g. a sanitizer build's latprof), else the

@@ -361,8 +361,10 @@ TEST(LoadCli, PhysicsFloorPerRequest) {
     EXPECT_NEAR(x["scheduling"].get<double>() + x["kernels_and_batching"].get<double>() +
                     x["outside_engine"].get<double>(),
                 p["above_floor_ms"].get<double>(), 1e-6);
-    // the stub's prefill and decode (10 + 5 x 2 ms) are nearly all above the floor
-    EXPECT_NEAR(x["kernels_and_batching"].get<double>(), 20.0, 2.0);
+    // the stub's prefill and decode (10 + 5 x 2 ms of sleeps, which run late on a busy machine,
+    // never early) are nearly all above the floor
+    EXPECT_GE(x["kernels_and_batching"].get<double>(), 19.0);
+    EXPECT_LE(x["kernels_and_batching"].get<double>(), 30.0);
   }
   EXPECT_EQ(j["summary"]["physics"]["requests"], 3);
   EXPECT_EQ(j["summary"]["physics"]["cost_model"], "tiny");

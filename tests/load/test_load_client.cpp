@@ -16,6 +16,7 @@
 #include "load/sse.hpp"
 #include "load/stub_server.hpp"
 #include "report/report.hpp"
+#include "support/temp_dirs.hpp"
 
 using namespace latprof;
 using namespace latprof::load;
@@ -44,9 +45,7 @@ ClientOptions client_for(const std::string& base, double timeout_s = 30) {
 }
 
 std::string cli_test_tmp() {
-  const std::string d = "/tmp/latprof-test-load-bench-" + std::to_string(::getpid());
-  std::filesystem::create_directories(d);
-  return d;
+  return latprof::testing::scratch_dir("load-bench-" + std::to_string(::getpid())).string();
 }
 
 double median(std::vector<double> v) {

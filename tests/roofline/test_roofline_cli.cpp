@@ -14,6 +14,7 @@
 #include "model/config.hpp"
 #include "report/report.hpp"
 #include "roofline/hardware.hpp"
+#include "support/temp_dirs.hpp"
 
 namespace fs = std::filesystem;
 
@@ -25,11 +26,8 @@ struct Result {
 };
 
 fs::path tmpdir() {
-  static const fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("latprof_roofline_cli_" + std::to_string(getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
+  static const fs::path d =
+      latprof::testing::scratch_dir("roofline-cli-" + std::to_string(getpid()));
   return d;
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "server/server_process.hpp"
+#include "support/temp_dirs.hpp"
 
 namespace latprof::test {
 namespace {
@@ -363,7 +364,8 @@ TEST(Serve, ConcurrentRequestsGetWhatTheyGetAlone) {
 
 // Every refusal: its status, its OpenAI-style JSON error and its counter.
 TEST(Serve, GatewayRefusals) {
-  const std::string keys = testing::TempDir() + "/latprof_serve_keys.txt";
+  const std::string keys =
+      (latprof::testing::scratch_dir("serve-" + std::to_string(getpid())) / "keys.txt").string();
   std::ofstream(keys) << "# keys\nk2\n\n";
   ServerProcess srv(
       {"--model", "tiny", "--api-key", "k1", "--api-keys", keys, "--max-body-bytes", "2KiB"});
@@ -666,7 +668,7 @@ TEST(Serve, MetricsCountTheRequestsSent) {
 }
 
 TEST(Serve, JsonlLinesAndTraceAtExit) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = ::testing::TempDir();
   const std::string jsonl = dir + "/latprof_serve_" + std::to_string(getpid()) + ".jsonl";
   const std::string trace = dir + "/latprof_serve_" + std::to_string(getpid()) + ".trace.json";
   std::remove(jsonl.c_str());

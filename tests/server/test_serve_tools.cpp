@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "server/server_process.hpp"
+#include "support/temp_dirs.hpp"
 
 namespace latprof::test {
 namespace {
@@ -46,7 +47,8 @@ TEST(ServeTools, PrometheusScrapesTheMetrics) {
                    {{"prompt", "ba lo"}, {"max_tokens", 3}, {"ignore_eos", true}})
                   .status,
               200);
-  const std::string dir = testing::TempDir() + "/latprof_prometheus_" + std::to_string(getpid());
+  const std::string dir =
+      latprof::testing::scratch_dir("prometheus-" + std::to_string(getpid())).string();
   ASSERT_EQ(run_command("mkdir -p " + dir, 10).first, 0);
   std::ofstream(dir + "/prometheus.yml")
       << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -97,7 +99,7 @@ TEST(ServeTools, HttpsWithTlsCertAndKey) {
   if (run_command("openssl version >/dev/null 2>&1 && curl --version >/dev/null 2>&1", 30).first !=
       0)
     GTEST_SKIP() << "openssl or curl is not installed";
-  const std::string dir = testing::TempDir() + "/latprof_tls_" + std::to_string(getpid());
+  const std::string dir = latprof::testing::scratch_dir("tls-" + std::to_string(getpid())).string();
   ASSERT_EQ(run_command("mkdir -p " + dir +
                             " && openssl req -x509 -newkey rsa:2048 -nodes "
                             "-keyout " +

@@ -11,6 +11,7 @@
 
 #include "core/half.hpp"
 #include "core/rng.hpp"
+#include "support/temp_dirs.hpp"
 
 namespace latprof::testing {
 
@@ -459,11 +460,7 @@ void write_tiny_hf(const TinyLlama& m, const std::string& dir, const std::string
 }
 
 std::string temp_dir(const std::string& name) {
-  const fs::path p =
-      fs::temp_directory_path() / ("latprof-test-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
+  return scratch_dir(std::to_string(::getpid()) + "-" + name, /*fresh=*/true).string();
 }
 
 }  // namespace latprof::testing

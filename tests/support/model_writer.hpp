@@ -107,7 +107,8 @@ void write_tiny_hf(const TinyLlama& m, const std::string& dir, const std::string
 nlohmann::json tiny_tokenizer_json(const TinyLlama& m);
 nlohmann::json tiny_config_json(const TinyLlama& m);
 
-// A fresh, empty directory under the build's temporary area.
+// A fresh, empty directory <temp>/latprof-test-<pid>-<name>, removed when the test process exits
+// (temp_dirs.hpp).
 std::string temp_dir(const std::string& name);
 
 }  // namespace latprof::testing
