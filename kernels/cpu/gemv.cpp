@@ -114,20 +114,23 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   if (w8a8 && !use_vnni)
     return detail::with_rounded_activations(
         ws, n, x, m, [&](const Weight* w8, const float* xr) { gemv_group(w8, n, xr, m, ys); });
-  // FP16 weights multiply activations rounded to fp16 (kernels.hpp). One row on AVX-512 takes
-  // the fp16 row itself (gemv_rows_f16_x16): the loop then reads half the activation bytes again
-  // for every weight row, and 8-44 KB of fp32 activations (2,048-11,008 wide) no longer contest
-  // AMD Zen 4's 32 KiB L1 with the weight stream: in one process, alternating, 1.09-1.18x on
-  // every decode shape (50-53 GB/s of a 55-60 GB/s read), tinyllama FP16 decode steps 1.25x
-  // (reports/cpu-kernels.md). Other row counts and ISAs multiply the rounded values in fp32.
+  // FP16 weights multiply activations rounded to fp16 (kernels.hpp). On AVX-512, groups of up to
+  // kF16X16MaxRows activation rows take the fp16 rows themselves (gemv_rows_f16_x16): the loop
+  // then reads half the activation bytes again for every weight row, and 8-44 KB of fp32
+  // activations a row (2,048-11,008 wide) no longer contest AMD Zen 4's 32 KiB L1 with the
+  // weight stream: one row in one process, alternating, 1.09-1.18x on every decode shape (50-53
+  // GB/s of a 55-60 GB/s read), tinyllama FP16 decode steps 1.25x; 2-7 rows 1.02-1.78x
+  // (reports/cpu-kernels.md). Larger groups, other ISAs and rows beyond fp16's range multiply
+  // the rounded values in fp32 (the same values).
   thread_local std::vector<uint16_t> xh;
   thread_local std::vector<float> xr;
   const uint16_t* x16 = nullptr;
   if (w0.type == WType::f16) {
-    if (m == 1 && active_isa() == Isa::avx512) {
-      xh.resize(size_t(n_in));
-      if (detail::f32_to_f16_in_range_f16c(x, xh.data(), n_in)) x16 = xh.data();
-    } else {
+    if (active_isa() == Isa::avx512) {
+      xh.resize(size_t(m * n_in));
+      if (detail::f32_to_f16_in_range_f16c(x, xh.data(), m * n_in)) x16 = xh.data();
+    }
+    if (!x16 || m > detail::kF16X16MaxRows) {  // a group of 8 rows may take the fp32 path
       xr.resize(size_t(m * n_in));
       detail::round_rows_f16(x, m, n_in, xr.data());
       x = xr.data();
@@ -187,8 +190,8 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
               detail::gemv_rows_w8a8_vnni(w, u + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
             else if (q)
               detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
-            else if (x16)
-              detail::gemv_rows_f16_x16(w, x16, yi, b, b1);
+            else if (x16 && mg <= detail::kF16X16MaxRows)
+              detail::gemv_rows_f16_x16(w, x16 + (i0 + j) * n_in, mg, yi + j * w.n_out, b, b1);
             else if (w.rows4) {  // no interleaved form on these paths: rows copied row-major
               thread_local std::vector<int8_t> buf;
               rows(detail::row_major_rows(w, b, b1, buf), xi + j * n_in, mg, yi + j * w.n_out + b,

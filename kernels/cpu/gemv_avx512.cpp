@@ -35,9 +35,23 @@ inline void prefetch_ahead(const T* wr, int64_t n, int i, int64_t k) {
   prefetch_row_stream<R>(wr, n, i, k, kPrefetchBytes / int64_t(sizeof(T)));
 }
 
-// Rows [r, r + R) of W (element type T), M activation rows, U-way unrolled over k.
-template <class T, int M, int R, int U>
-void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t r,
+inline __m512 load_x(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 load_x(const float* p, __mmask16 k) {
+  return _mm512_maskz_loadu_ps(k, p);
+}
+inline __m512 load_x(const uint16_t* p) {
+  return load_w(p);
+}
+inline __m512 load_x(const uint16_t* p, __mmask16 k) {
+  return load_w(p, k);
+}
+
+// Rows [r, r + R) of W (element type T), M activation rows (X: fp32, or fp16 for FP16 weights),
+// U-way unrolled over k.
+template <class T, int M, int R, int U, class X = float>
+void block(const T* w, const X* x, int64_t n, float* y, int64_t ldy, int64_t r,
            const float* scales) {
   __m512 acc[U][R][M];
   for (int u = 0; u < U; ++u)
@@ -46,16 +60,22 @@ void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t
   const T* wr = w + r * n;
   int64_t k = 0;
   for (; k + 16 * U <= n; k += 16 * U) {
-    // fp16: software prefetch 1 KB ahead in every row stream, one per 64-byte line (the
-    // hardware prefetcher alone reached ~75% of the read bandwidth with R interleaved streams,
-    // this 91%). int8 is left to the hardware prefetcher: its inner loop is nearly port bound and
-    // the extra prefetches cost more than they gained (80% -> 71% measured).
-    if constexpr (sizeof(T) == 2 && U == 2)
-      for (int i = 0; i < R; ++i) prefetch_ahead<T, R>(wr, n, i, k);
+    // fp16: a software prefetch into L2 8 KB ahead in every row stream, one per 64-byte line
+    // (the hardware prefetcher alone reached ~75% of the read bandwidth with R interleaved
+    // streams on Zen 5). 1 KB ahead into L1, as before, left the 2-row product on AMD Zen 4 at
+    // 0.52-0.55 of the one-row stream's bytes per second; 8 KB into L2, with the block's other
+    // changes (gemv_rows_f16_x16), 0.93-0.99 (reports/cpu-kernels.md). int8 is left to the
+    // hardware prefetcher: its inner loop is nearly port bound and the extra prefetches cost more
+    // than they gained (80% -> 71% measured).
+    if constexpr (sizeof(T) == 2)
+      if (U == 2 || (k & 31) == 0)
+        for (int i = 0; i < R; ++i)
+          prefetch_row_stream_l2<R>(wr, n, i, k, kLinearPrefetchBytes / 2);
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
       __m512 xv[M];
-      for (int j = 0; j < M; ++j) xv[j] = _mm512_loadu_ps(x + j * n + k + 16 * u);
+#pragma GCC unroll 8
+      for (int j = 0; j < M; ++j) xv[j] = load_x(x + j * n + k + 16 * u);
       for (int i = 0; i < R; ++i) {
         const __m512 wv = load_w(wr + i * n + k + 16 * u);
         for (int j = 0; j < M; ++j) acc[u][i][j] = _mm512_fmadd_ps(wv, xv[j], acc[u][i][j]);
@@ -65,7 +85,7 @@ void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t
   for (; k < n; k += 16) {  // remainder, the last step masked
     const __mmask16 mask = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
     __m512 xv[M];
-    for (int j = 0; j < M; ++j) xv[j] = _mm512_maskz_loadu_ps(mask, x + j * n + k);
+    for (int j = 0; j < M; ++j) xv[j] = load_x(x + j * n + k, mask);
     for (int i = 0; i < R; ++i) {
       const __m512 wv = load_w(wr + i * n + k, mask);
       for (int j = 0; j < M; ++j) acc[0][i][j] = _mm512_fmadd_ps(wv, xv[j], acc[0][i][j]);
@@ -121,19 +141,6 @@ void block_many(const T* w, const float* x, int64_t n, float* y, int64_t ldy, in
     const float s = scales ? scales[r + i] : 1.0f;
     for (int j = 0; j < M; ++j) y[j * ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]) * s;
   }
-}
-
-inline __m512 load_x(const float* p) {
-  return _mm512_loadu_ps(p);
-}
-inline __m512 load_x(const float* p, __mmask16 k) {
-  return _mm512_maskz_loadu_ps(k, p);
-}
-inline __m512 load_x(const uint16_t* p) {
-  return load_w(p);
-}
-inline __m512 load_x(const uint16_t* p, __mmask16 k) {
-  return load_w(p, k);
 }
 
 // One activation row, fp16 weights: one row at a time, so a thread's rows [r0, r1) are one linear
@@ -195,8 +202,23 @@ void rows_t(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, in
 
 }  // namespace
 
-void gemv_rows_f16_x16(const Weight& w, const uint16_t* xh, float* y, int64_t r0, int64_t r1) {
-  row_stream(static_cast<const uint16_t*>(w.data), xh, w.n_in, y, r0, r1);
+void gemv_rows_f16_x16(const Weight& w, const uint16_t* xh, int64_t m, float* y, int64_t r0,
+                       int64_t r1) {
+  const uint16_t* wd = static_cast<const uint16_t*>(w.data);
+  if (m == 1) return row_stream(wd, xh, w.n_in, y, r0, r1);
+  // R rows share each activation load, so the activations (fp16: 2 x 4,096 columns in 16 KB)
+  // are converted once per R rows; R * M accumulators (times U) and M activations in registers.
+  // On AMD Zen 4 (one process, old and new alternating) 2 rows at R = 2 ran 1.13-1.78x the fp32
+  // blocks at R = 4 (53-55 GB/s of a ~58 GB/s read), 3-7 rows 1.02-1.40x; at 8 rows the fp32
+  // block_many stayed ahead (0.90-1.10x), and takes them (gemv.cpp).
+  with_rows(m, [&](auto Mc) {
+    constexpr int M = decltype(Mc)::value;
+    constexpr int R = M == 2 ? 2 : M <= 6 ? 4 : 3;
+    constexpr int U = R * M <= 8 ? 2 : 1;
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) block<uint16_t, M, R, U>(wd, xh, w.n_in, y, w.n_out, r, nullptr);
+    for (; r < r1; ++r) block<uint16_t, M, 1, 2>(wd, xh, w.n_in, y, w.n_out, r, nullptr);
+  });
 }
 
 void gemv_rows_avx512(const Weight& w, const float* x, int64_t m, float* y, int64_t r0,

@@ -41,9 +41,12 @@ struct AlignedFloats {
 void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
 void gemv_rows_avx2(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
 void gemv_rows_avx512(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
-// FP16 weights, one activation row on AVX-512 (gemv_avx512.cpp): rows [r0, r1) of y = xh · Wᵀ,
-// xh the row in fp16 (f32_to_f16_in_range_f16c).
-void gemv_rows_f16_x16(const Weight& w, const uint16_t* xh, float* y, int64_t r0, int64_t r1);
+// FP16 weights on AVX-512 (gemv_avx512.cpp), 1 <= m <= kF16X16MaxRows activation rows: rows
+// [r0, r1) of y = xh · Wᵀ (y's row stride w.n_out), xh the m rows in fp16, n_in apart
+// (f32_to_f16_in_range_f16c).
+inline constexpr int64_t kF16X16MaxRows = 7;
+void gemv_rows_f16_x16(const Weight& w, const uint16_t* xh, int64_t m, float* y, int64_t r0,
+                       int64_t r1);
 // INT8 weights with AVX512-VNNI (gemv_vnni_avx512.cpp): activations quantised once per call to
 // int16 rows of stride ldx (a multiple of 32, zero-padded) with one scale per row.
 void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
@@ -136,6 +139,12 @@ template <int R, class T>
 inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k, int64_t ahead) {
   const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
   __builtin_prefetch(p, 0, 3);  // prefetcht0
+}
+// The same into L2 (prefetcht1): the FP16 blocks' streams (gemv_avx512.cpp).
+template <int R, class T>
+inline void prefetch_row_stream_l2(const T* wr, int64_t n, int i, int64_t k, int64_t ahead) {
+  const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
+  __builtin_prefetch(p, 0, 2);  // prefetcht1
 }
 
 // The R INT8 weight rows [r, r + R) of an INT8 GEMV block, row-major or (Rows4) interleaved in

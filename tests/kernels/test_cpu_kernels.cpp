@@ -292,6 +292,15 @@ TEST_P(Kernels, LinearOddShapes) {
     }
 }
 
+// FP16 weights at every activation row count of the GEMV: the fp16 activations in R-row blocks
+// for 2-7 rows (R = 2, 4 or 3, and the rows left over one at a time), the fp32 blocks for groups
+// of 8, and a pass of 15 rows that takes both (8 + 7).
+TEST_P(Kernels, LinearF16EveryRowCount) {
+  uint32_t seed = 700;
+  for (int64_t m : {2, 3, 4, 5, 6, 7, 8, 9, 15})
+    check_linear({WType::f16, 37, 2048 + 17}, m, seed++);
+}
+
 // INT8 rows interleaved in fours, as the CPU backend stores them where rows4_fits: every path
 // (the VNNI W8A16 GEMV's 4-row streams, split in two from 5 activation rows, and its 1-row
 // tails; the W8A8 GEMV's 4-, 3- and 2-row blocks; the AVX-512 GEMM's packing; the row-major
