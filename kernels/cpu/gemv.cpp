@@ -120,8 +120,9 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   // activations a row (2,048-11,008 wide) no longer contest AMD Zen 4's 32 KiB L1 with the
   // weight stream: one row in one process, alternating, 1.09-1.18x on every decode shape (50-53
   // GB/s of a 55-60 GB/s read), tinyllama FP16 decode steps 1.25x; 2-7 rows 1.02-1.78x
-  // (reports/cpu-kernels.md). Larger groups, other ISAs and rows beyond fp16's range multiply
-  // the rounded values in fp32 (the same values).
+  // (reports/cpu-kernels.md). Groups of 8 rows, other ISAs and steps with a row beyond fp16's
+  // range take the fp32 path (round_rows_f16: rows in range rounded, to the same values; the
+  // others as they are).
   thread_local std::vector<uint16_t> xh;
   thread_local std::vector<float> xr;
   const uint16_t* x16 = nullptr;
