@@ -127,11 +127,20 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   thread_local std::vector<float> xr;
   const uint16_t* x16 = nullptr;
   if (w0.type == WType::f16) {
-    if (active_isa() == Isa::avx512) {
+    // Which paths the groups of activation rows below take (each pass of up to kMaxPass rows is
+    // cut into ceil(rows / kMaxM) groups of balanced sizes): the activations are converted for
+    // those only.
+    bool small = false, large = false;
+    for (int64_t i0 = 0; i0 < m; i0 += kMaxPass) {
+      const int64_t mm = std::min(kMaxPass, m - i0), ng = (mm + kMaxM - 1) / kMaxM;
+      small |= mm / ng <= detail::kF16X16MaxRows;
+      large |= (mm + ng - 1) / ng > detail::kF16X16MaxRows;
+    }
+    if (small && active_isa() == Isa::avx512) {
       xh.resize(size_t(m * n_in));
       if (detail::f32_to_f16_in_range_f16c(x, xh.data(), m * n_in)) x16 = xh.data();
     }
-    if (!x16 || m > detail::kF16X16MaxRows) {  // a group of 8 rows may take the fp32 path
+    if (!x16 || large) {
       xr.resize(size_t(m * n_in));
       detail::round_rows_f16(x, m, n_in, xr.data());
       x = xr.data();

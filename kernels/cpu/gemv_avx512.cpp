@@ -70,7 +70,7 @@ void block(const T* w, const X* x, int64_t n, float* y, int64_t ldy, int64_t r,
     if constexpr (sizeof(T) == 2)
       if (U == 2 || (k & 31) == 0)
         for (int i = 0; i < R; ++i)
-          prefetch_row_stream_l2<R>(wr, n, i, k, kLinearPrefetchBytes / 2);
+          prefetch_row_stream<R, 2>(wr, n, i, k, kLinearPrefetchBytes / 2);
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
       __m512 xv[M];

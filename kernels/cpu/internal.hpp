@@ -134,17 +134,12 @@ constexpr int64_t kLinearActivationBytes = 16384;
 // the next block (which the thread reads next: its rows are contiguous, so the next block starts
 // R rows on), not in row i + 1, whose head that row's own stream has already fetched. Before,
 // every new block started R - 1 of its R streams with a DRAM miss: the 2,048-wide GEMV ran 12%
-// slower (reports/cpu-kernels.md).
-template <int R, class T>
+// slower (reports/cpu-kernels.md). Locality 3: into L1 (prefetcht0); 2: into L2 (prefetcht1, the
+// FP16 blocks' streams, gemv_avx512.cpp).
+template <int R, int Locality = 3, class T>
 inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k, int64_t ahead) {
   const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
-  __builtin_prefetch(p, 0, 3);  // prefetcht0
-}
-// The same into L2 (prefetcht1): the FP16 blocks' streams (gemv_avx512.cpp).
-template <int R, class T>
-inline void prefetch_row_stream_l2(const T* wr, int64_t n, int i, int64_t k, int64_t ahead) {
-  const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
-  __builtin_prefetch(p, 0, 2);  // prefetcht1
+  __builtin_prefetch(p, 0, Locality);
 }
 
 // The R INT8 weight rows [r, r + R) of an INT8 GEMV block, row-major or (Rows4) interleaved in
