@@ -41,6 +41,16 @@ inline __m512i load_w16(const int8_t* p, __mmask32 k) {
   return _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(k, p));
 }
 
+// Whether block<M, R> pins its fp32 sums to memory (an asm operand at each flush). GCC 12 keeps
+// them in registers when they fit beside the int32 ones; at M = 3, R = 4 (24 zmm of sums, 4
+// widened weights, the activation and the row pointers) it then spilled the widened weights to
+// the stack inside the loop. Pinned, on AMD Zen 4 (2 threads, reports/cpu-kernels.md): 3 rows
+// hot in L3 1.58x, 7 rows (4 + 3) 1.25x hot and 1.24-1.29x from DRAM, the row-major 7-row block
+// (R = 2) 1.8x hot; 3 rows from DRAM 0.92-1.08x. Pinned everywhere, 1, 2 and 4 rows ran 3-7%
+// slower, so only the blocks whose sums would just fit are pinned.
+template <int M, int R>
+constexpr bool kSumsInMemory = (2 * R * M < 32) && (2 * R * M + R + 1 > 24);
+
 // Rows [r, r + R) of W, M >= 2 activation rows of xq (int16, row stride ldx, zero beyond n): the
 // R weight vectors of a step stay in registers and each activation vector is loaded once for all
 // R rows (R * M int32 accumulators + R weights + one activation); the fp32 sums they are flushed
@@ -57,6 +67,7 @@ void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, flo
   const I8Rows<R, Rows4> wr(w, r);
   const int64_t full = n / 32;
   auto flush = [&] {
+    if constexpr (kSumsInMemory<M, R>) asm volatile("" : "+m"(accf));
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < M; ++j) {
         _mm512_store_ps(accf[i][j],

@@ -314,6 +314,7 @@ TEST_P(Kernels, LinearRowsInterleavedInFours) {
     check_linear({t, 20, 4096 + 192, true}, 3, seed++);
     check_linear({t, 20, 4096 + 192, true}, 40, seed++);  // the GEMM's packing across panels
     check_linear({t, 12, 8192 + 64, true}, 6, seed++);
+    check_linear({t, 12, 8192 + 64, true}, 7, seed++);      // 4 + 3 rows, each block flushing twice
     check_linear({t, 4, 2 * 65536 + 64, true}, 1, seed++);  // past W8A8's int32 reductions
     check_linear({t, 516, 256, true}, 1, seed++);           // several GEMV chunks and threads
     check_linear({t, 40, 576, true}, 40, seed++);           // the GEMM: a partial KC slice
