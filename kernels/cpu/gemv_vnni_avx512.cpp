@@ -60,12 +60,33 @@ constexpr bool kSumsInMemory = (2 * R * M < 32) && (2 * R * M + R + 1 > 24);
 template <int M, int R, bool Rows4>
 void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r) {
   const int64_t n = w.n_in, ldy = w.n_out;
-  alignas(64) float accf[R][M][16] = {};
   __m512i acci[R][M];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < M; ++j) acci[i][j] = _mm512_setzero_si512();
   const I8Rows<R, Rows4> wr(w, r);
   const int64_t full = n / 32;
+  auto step_at = [&](int64_t step) {
+    const int64_t k = step * 32;
+    if ((step & 1) == 0) wr.template prefetch<M>(k, 1024);
+    __m512i wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load_w16(wr.at(i, k));
+    for (int j = 0; j < M; ++j) {
+      __m512i xv = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
+      asm("" : "+v"(xv));  // one load for the R products, not one folded into each
+      for (int i = 0; i < R; ++i) acci[i][j] = dpwssd(acci[i][j], wv[i], xv);
+    }
+  };
+  if (full * 32 == n && full <= kFlushSteps) {
+    // One flush's worth of whole steps (every interleaved panel): the int32 sums straight to y,
+    // without the fp32 sums in memory (hot in L3 on AMD Zen 4, 1.00-1.05x at 1-8 rows).
+    for (int64_t step = 0; step < full; ++step) step_at(step);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < M; ++j)
+        y[j * ldy + r + i] =
+            _mm512_reduce_add_ps(_mm512_cvtepi32_ps(acci[i][j])) * w.scales[r + i] * xs[j];
+    return;
+  }
+  alignas(64) float accf[R][M][16] = {};
   auto flush = [&] {
     if constexpr (kSumsInMemory<M, R>) asm volatile("" : "+m"(accf));
     for (int i = 0; i < R; ++i)
@@ -78,17 +99,7 @@ void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, flo
   int64_t step = 0;
   while (step < full) {
     const int64_t end = std::min(full, step + kFlushSteps);
-    for (; step < end; ++step) {
-      const int64_t k = step * 32;
-      if ((step & 1) == 0) wr.template prefetch<M>(k, 1024);
-      __m512i wv[R];
-      for (int i = 0; i < R; ++i) wv[i] = load_w16(wr.at(i, k));
-      for (int j = 0; j < M; ++j) {
-        __m512i xv = _mm512_loadu_si512(reinterpret_cast<const void*>(xq + j * ldx + k));
-        asm("" : "+v"(xv));  // one load for the R products, not one folded into each
-        for (int i = 0; i < R; ++i) acci[i][j] = dpwssd(acci[i][j], wv[i], xv);
-      }
-    }
+    for (; step < end; ++step) step_at(step);
     flush();
   }
   if (const int64_t k = full * 32; k < n) {  // the last, partial step (row-major): masked weights

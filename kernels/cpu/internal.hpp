@@ -166,19 +166,18 @@ struct I8Rows {
   }
   const int8_t* at(int i, int64_t k) const { return base[i] + (k >> 6) * kStride + (k & 63); }
   // Called once per 64 weights (k a multiple of 64), by a block of M activation rows. The linear
-  // stream of 4 interleaved rows, measured on AMD Zen 4 (one core, 2,048 / 5,632 wide, against
-  // the FP16 stream): at M = 1 best left to the hardware prefetcher (1.09 / 0.97 of FP16; 4 lines
-  // 12 KB ahead into L2 0.73 / 0.66, 4-8 KB into L1 0.92-0.98 / 0.84-0.89); at M = 2, 4 KB ahead
-  // into L1 (0.86 / 0.62; none 0.86 / 0.50); from M = 3, where the multiply-adds bound it, 12 KB
-  // ahead into L2 (M = 4: 0.87 / 0.82, into L1 or none 0.35-0.53; M = 3: 0.66 / 0.66, 4 KB into
-  // L1 0.59 / 0.43).
+  // stream of 4 interleaved rows, measured on AMD Zen 4: at M = 1 and 2 best left to the hardware
+  // prefetcher (one core, 2,048 / 5,632 wide, against the FP16 stream: 1.09 / 0.97 of it at M =
+  // 1, 4 lines 12 KB ahead into L2 0.73 / 0.66, 4-8 KB into L1 0.92-0.98 / 0.84-0.89; at M = 2,
+  // 2 threads, 2,048-column panels, 4,096 x 11,008 in a fast window: none 1.08x 4 KB ahead into
+  // L1); from M = 3, where the multiply-adds bound it, 12 KB ahead into L2 (M = 4: 0.87 /
+  // 0.82, into L1 or none 0.35-0.53; M = 3: 0.66 / 0.66, 4 KB into L1 0.59 / 0.43).
   template <int M>
   void prefetch(int64_t k, int64_t ahead) const {
     if constexpr (kLinear) {
-      if constexpr (M == 1) return;
-      constexpr int64_t kAhead = M <= 2 ? 4096 : 12288;
-      const int8_t* p = wr + (k >> 6) * 256 + kAhead;
-      for (int i = 0; i < 4; ++i) __builtin_prefetch(p + 64 * i, 0, M <= 2 ? 3 : 2);
+      if constexpr (M <= 2) return;
+      const int8_t* p = wr + (k >> 6) * 256 + 12288;
+      for (int i = 0; i < 4; ++i) __builtin_prefetch(p + 64 * i, 0, 2);
     } else if constexpr (!Rows4) {
       for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, ahead);
     } else {

@@ -46,9 +46,12 @@ struct Weight {
 // row-major. A thread's rows are one linear stream per panel, and the panel's activations, which
 // it reads again for every group (2 bytes a column), stay in L1 beside that stream: with all
 // 11,008 columns in one panel they did not, and the 4,096 x 11,008 product ran at 0.77-0.81 of the
-// 11,008 x 4,096 one when the memory read ~60 GB/s (reports/cpu-kernels.md). Needs
-// n_in % 64 == 0 and n_out % 4 == 0.
-inline constexpr int64_t kRows4Panel = 4096;
+// 11,008 x 4,096 one when the memory read ~60 GB/s. 2,048 columns, not 4,096: the engine's batched
+// steps read 2-4 activation rows a panel (M x 4 KB, not M x 8 KB, beside the 32 KiB L1's weight
+// stream); on AMD Zen 4 in fast windows the W8A16 GEMV at 2, 3 and 4 rows ran 1.16-1.35x,
+// 1.40-1.57x and 1.08-1.24x faster (7B's shapes), 1 row unchanged, 8 rows 0.97x
+// (reports/cpu-kernels.md). Needs n_in % 64 == 0 and n_out % 4 == 0.
+inline constexpr int64_t kRows4Panel = 2048;
 inline bool rows4_fits(int64_t n_out, int64_t n_in) {
   return n_out > 0 && n_in > 0 && n_in % 64 == 0 && n_out % 4 == 0;
 }
