@@ -334,10 +334,11 @@ BENCHMARK(BM_Gemv)
     ->Apply([](benchmark::internal::Benchmark* b) { shapes(b, 1); })
     ->Args({0, 4096, 4096, 4})
     ->Args({1, 4096, 4096, 4})
-    // Engine decode steps of 2 sequences on the MLP's shapes (FP16: fp16 activations in 2-row
-    // blocks; reports/cpu-kernels.md), FP16 and W8A16.
-    ->ArgsProduct({{0, 1}, {11008}, {4096}, {2}})
-    ->ArgsProduct({{0, 1}, {4096}, {11008}, {2}})
+    // Engine decode steps of 2-4 sequences on the MLP's shapes (FP16: fp16 activations in R-row
+    // blocks; W8A16: 2,048-column panels, whose activations stay in L1; reports/cpu-kernels.md),
+    // FP16 and W8A16.
+    ->ArgsProduct({{0, 1}, {11008}, {4096}, {2, 3, 4}})
+    ->ArgsProduct({{0, 1}, {4096}, {11008}, {2, 3, 4}})
     // Engine decode steps of 8 sequences: a square projection and the MLP's two shapes.
     ->Args({0, 4096, 4096, 8})
     ->Args({0, 11008, 4096, 8})
