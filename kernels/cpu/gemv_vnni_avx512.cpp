@@ -47,7 +47,9 @@ inline __m512i load_w16(const int8_t* p, __mmask32 k) {
 // the stack inside the loop. Pinned, on AMD Zen 4 (2 threads, reports/cpu-kernels.md): 3 rows
 // hot in L3 1.58x, 7 rows (4 + 3) 1.25x hot and 1.24-1.29x from DRAM, the row-major 7-row block
 // (R = 2) 1.8x hot; 3 rows from DRAM 0.92-1.08x. Pinned everywhere, 1, 2 and 4 rows ran 3-7%
-// slower, so only the blocks whose sums would just fit are pinned.
+// slower, so only the blocks whose sums would just fit are pinned. (Measured on 4,096-column
+// interleaved panels; the 2,048-column ones now take block's single-flush path, without fp32
+// sums, so this holds for row-major weights: the shapes rows4_fits refuses.)
 template <int M, int R>
 constexpr bool kSumsInMemory = (2 * R * M < 32) && (2 * R * M + R + 1 > 24);
 
