@@ -214,7 +214,9 @@ template <class F>
 void for_panels(const Weight& w, int64_t m, float* y, int64_t r0, int64_t r1, F&& f) {
   if (!w.rows4 || w.n_in <= kRows4Panel) return f(w, int64_t(0), y);
   thread_local std::vector<float> part;
-  part.resize(size_t(m * w.n_out));
+  // Grown, never shrunk: f writes rows [r0, r1) of each activation row before they are read, so
+  // nothing is zeroed again when a wider weight follows a narrower one.
+  if (part.size() < size_t(m * w.n_out)) part.resize(size_t(m * w.n_out));
   for (int64_t p0 = 0; p0 < w.n_in; p0 += kRows4Panel) {
     Weight v = w;
     v.data = static_cast<const int8_t*>(w.data) + p0 * w.n_out;
