@@ -309,12 +309,12 @@ TEST_P(Kernels, LinearRowsInterleavedInFours) {
   uint32_t seed = 900;
   for (WType t : {WType::i8, WType::i8a8}) {
     for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17}) check_linear({t, 36, 2048, true}, m, seed++);
-    check_linear({t, 8, 8192 + 64, true}, 1, seed++);     // past the VNNI int32 flushes; 3 panels
-    check_linear({t, 520, 4096 + 192, true}, 1, seed++);  // 2 panels, several chunks and threads
+    check_linear({t, 8, 8192 + 64, true}, 1, seed++);     // 5 panels, the last 64 wide
+    check_linear({t, 520, 4096 + 192, true}, 1, seed++);  // 3 panels, several chunks and threads
     check_linear({t, 20, 4096 + 192, true}, 3, seed++);
     check_linear({t, 20, 4096 + 192, true}, 40, seed++);  // the GEMM's packing across panels
     check_linear({t, 12, 8192 + 64, true}, 6, seed++);
-    check_linear({t, 12, 8192 + 64, true}, 7, seed++);      // 4 + 3 rows, each block flushing twice
+    check_linear({t, 12, 8192 + 64, true}, 7, seed++);      // 4 + 3 rows a group, 5 panels
     check_linear({t, 4, 2 * 65536 + 64, true}, 1, seed++);  // past W8A8's int32 reductions
     check_linear({t, 516, 256, true}, 1, seed++);           // several GEMV chunks and threads
     check_linear({t, 40, 576, true}, 40, seed++);           // the GEMM: a partial KC slice
