@@ -18,14 +18,40 @@ void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude) {
     dst[i] = float_to_half(amplitude * rng::uniform_pm1(key, uint64_t(i)));
 }
 
-void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key,
-             float amplitude) {
+void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key, float amplitude,
+             bool rows4) {
+  if (rows4) {
+    // Each group of 4 rows, 64 columns at a time, at its place in the interleaved layout.
+    const int64_t groups = n_out / 4, chunks = n_in / 64;
+#pragma omp parallel for schedule(static) if (n_out * n_in > 65536)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t i = 0; i < 4; ++i) {
+        const int64_t r = 4 * g + i;
+        scales[r] = amplitude / 127.0f;
+        for (int64_t c = 0; c < chunks; ++c) {
+          int8_t* out = dst + i8_offset(true, n_out, n_in, r, 64 * c);
+          for (int64_t k = 0; k < 64; ++k)
+            out[k] = rng::uniform_i8(key, uint64_t(r * n_in + 64 * c + k));
+        }
+      }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n_out * n_in > 65536)
   for (int64_t r = 0; r < n_out; ++r) {
     scales[r] = amplitude / 127.0f;
     int8_t* row = dst + r * n_in;
     for (int64_t i = 0; i < n_in; ++i) row[i] = rng::uniform_i8(key, uint64_t(r * n_in + i));
   }
+}
+
+void pack_rows4(const int8_t* src, int8_t* dst, int64_t n_out, int64_t n_in) {
+  const int64_t groups = n_out / 4, chunks = n_in / 64;
+#pragma omp parallel for schedule(static) if (n_out * n_in > 65536)
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t i = 0; i < 4; ++i)
+        std::memcpy(dst + i8_offset(true, n_out, n_in, 4 * g + i, 64 * c),
+                    src + (4 * g + i) * n_in + 64 * c, 64);
 }
 
 void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
@@ -36,19 +62,11 @@ void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
     // 1.9-2.4 GB/s against 1.4-1.8 copied on one thread into a vector and scattered row by row.
     // The copy's page faults bound it (a copy buffer reused without faults: 7.4 GB/s; asked for
     // huge pages, the kernel's compaction made it 0.3 GB/s).
-    const int64_t row4 = 4 * n_in;
     const std::unique_ptr<int8_t[]> src(new int8_t[size_t(n_out * n_in)]);  // all copied below
-#pragma omp parallel
-    {
-#pragma omp for schedule(static)
-      for (int64_t g = 0; g < groups; ++g) std::memcpy(src.get() + g * row4, w + g * row4, row4);
-#pragma omp for schedule(static)
-      for (int64_t g = 0; g < groups; ++g)
-        for (int64_t c = 0; c < chunks; ++c)
-          for (int64_t i = 0; i < 4; ++i)
-            std::memcpy(w + i8_offset(true, n_out, n_in, 4 * g + i, 64 * c),
-                        src.get() + (4 * g + i) * n_in + 64 * c, 64);
-    }
+#pragma omp parallel for schedule(static) if (n_out * n_in > 65536)
+    for (int64_t g = 0; g < groups; ++g)
+      std::memcpy(src.get() + g * 4 * n_in, w + g * 4 * n_in, size_t(4 * n_in));
+    pack_rows4(src.get(), w, n_out, n_in);
     return;
   }
   // One panel: each 4-row group through a scratch copy of it.

@@ -65,6 +65,9 @@ inline int64_t i8_offset(bool rows4, int64_t n_out, int64_t n_in, int64_t r, int
 }
 // Row-major -> rows interleaved in fours, in place (rows4_fits must hold), in parallel.
 void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in);
+// The same layout written from a row-major src into dst (no overlap), in parallel: for weights
+// that arrive row-major (a loaded file), without the in-place form's copy of the matrix.
+void pack_rows4(const int8_t* src, int8_t* dst, int64_t n_out, int64_t n_in);
 
 // y[m, n_out] = x[m, n_in] · Wᵀ, fp32 accumulation. Dispatches to gemv() for small m and to
 // gemm() otherwise. y must not alias x.
@@ -167,8 +170,10 @@ SyncStats take_sync_stats();
 // Deterministic, parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
 void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude);
 // int8 weights: q(i) = rng::uniform_i8(key, row * n_in + i); scales[row] = amplitude / 127.
-void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key,
-             float amplitude);
+// rows4: written straight into the layout of rows interleaved in fours (rows4_fits must hold),
+// the same values as a row-major fill followed by interleave_rows4.
+void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key, float amplitude,
+             bool rows4 = false);
 // fp32 vector: center + amplitude * uniform_pm1(key, i)
 void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude);
 // Symmetric per-row quantisation of an fp32 or fp16 matrix (for loading real FP16 checkpoints

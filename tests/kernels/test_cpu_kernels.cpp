@@ -402,6 +402,32 @@ TEST(Fill, RowsInterleavedInFoursAndCopiedBack) {
   EXPECT_EQ(buf, std::vector<int8_t>(a.begin() + 3 * n_in, a.begin() + 9 * n_in));
 }
 
+// Weights written straight into the interleaved layout (a synthetic fill, a row-major file packed)
+// are byte for byte a row-major fill interleaved in place, one panel or several (the last one
+// narrower), on every thread count; every byte of the destination is written (poisoned first).
+TEST(Fill, StraightIntoRowsInterleavedInFours) {
+  for (const int64_t n_in : {int64_t(192), 2 * kRows4Panel + 192}) {
+    for (const int threads : {1, 3}) {
+      SCOPED_TRACE("n_in " + std::to_string(n_in) + ", threads " + std::to_string(threads));
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      const int64_t n_out = 12;
+      std::vector<int8_t> want(size_t(n_out * n_in)), got(want.size(), int8_t(-128));
+      std::vector<float> want_s(static_cast<size_t>(n_out)), got_s(want_s.size(), kNaN);
+      fill_i8(want.data(), want_s.data(), n_out, n_in, 99, 0.25f);
+      const std::vector<int8_t> row_major = want;
+      interleave_rows4(want.data(), n_out, n_in);
+      fill_i8(got.data(), got_s.data(), n_out, n_in, 99, 0.25f, true);
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(got_s, want_s);
+      std::vector<int8_t> packed(want.size(), int8_t(-128));
+      pack_rows4(row_major.data(), packed.data(), n_out, n_in);
+      EXPECT_EQ(packed, want);
+      omp_set_num_threads(saved);
+    }
+  }
+}
+
 TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
   // One GEMV of several chunks and one GEMM: one parallel region each, run by every thread, with
   // non-negative late starts and barrier waits below the wall time.

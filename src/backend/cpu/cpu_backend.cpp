@@ -39,17 +39,14 @@ cpu::Weight as_cpu(const DeviceWeight& w) {
   return c;
 }
 
-// Lays out weight data just written: W8A16 rows interleaved in fours where the decode GEMV reads
-// that layout (AVX512-VNNI; why: kernels/cpu/kernels.hpp) and the shape fits, else row-major.
-// W8A8 weights stay row-major: interleaved, its GEMV was faster at one activation row (0.91 /
-// 0.98 of the FP16 stream against 0.84 / 0.89) but slower at 2 and 8 rows (0.63-0.70 against
-// 0.77-0.87, 0.25 against 0.35; reports/cpu-kernels.md).
-void lay_out(DeviceWeight& w) {
-  w.interleaved = false;
-  if (w.type == WeightType::i8 && cpu::gemv_int8_dot() && cpu::rows4_fits(w.n_out, w.n_in)) {
-    cpu::interleave_rows4(static_cast<int8_t*>(w.data), w.n_out, w.n_in);
-    w.interleaved = true;
-  }
+// Whether INT8 weight data is kept with its rows interleaved in fours: W8A16 where the decode GEMV
+// reads that layout (AVX512-VNNI; why: kernels/cpu/kernels.hpp) and the shape fits, else
+// row-major. W8A8 weights stay row-major: interleaved, its GEMV was faster at one activation row
+// (0.91 / 0.98 of the FP16 stream against 0.84 / 0.89) but slower at 2 and 8 rows (0.63-0.70
+// against 0.77-0.87, 0.25 against 0.35; reports/cpu-kernels.md). The data is written straight
+// into the layout (no pass over it afterwards).
+bool rows4_layout(const DeviceWeight& w) {
+  return w.type == WeightType::i8 && cpu::gemv_int8_dot() && cpu::rows4_fits(w.n_out, w.n_in);
 }
 
 class CpuBackend final : public Backend {
@@ -133,18 +130,23 @@ class CpuBackend final : public Backend {
     if (w.type == WeightType::f16)
       cpu::fill_f16(static_cast<uint16_t*>(w.data), w.n_out * w.n_in, key, amplitude);
     else {
-      cpu::fill_i8(static_cast<int8_t*>(w.data), w.scales, w.n_out, w.n_in, key, amplitude);
-      lay_out(w);
+      w.interleaved = rows4_layout(w);
+      cpu::fill_i8(static_cast<int8_t*>(w.data), w.scales, w.n_out, w.n_in, key, amplitude,
+                   w.interleaved);
     }
   }
   void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude) override {
     cpu::fill_f32(dst, n, key, center, amplitude);
   }
   void upload_weight(DeviceWeight& w, const void* host_data, const float* host_scales) override {
-    std::memcpy(w.data, host_data, w.data_bytes());
+    w.interleaved = rows4_layout(w);
+    if (w.interleaved)
+      cpu::pack_rows4(static_cast<const int8_t*>(host_data), static_cast<int8_t*>(w.data), w.n_out,
+                      w.n_in);
+    else
+      std::memcpy(w.data, host_data, w.data_bytes());
     if (int8_storage(w.type) && host_scales)
       std::memcpy(w.scales, host_scales, size_t(w.n_out) * sizeof(float));
-    lay_out(w);
   }
 
   void embed(const DeviceWeight& table, const int32_t* tokens, int64_t rows, void* out) override {
