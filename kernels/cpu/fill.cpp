@@ -8,18 +8,39 @@
 
 #include "core/half.hpp"
 #include "core/rng.hpp"
+#include "kernels/cpu/internal.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace latprof::cpu {
 
 void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude) {
+  if (active_isa() == Isa::avx512) {
+    constexpr int64_t kBlock = 16384;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t b = 0; b < blocks; ++b)
+      detail::fill_f16_avx512(dst + b * kBlock, std::min(kBlock, n - b * kBlock), key,
+                              uint64_t(b * kBlock), amplitude);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i)
     dst[i] = float_to_half(amplitude * rng::uniform_pm1(key, uint64_t(i)));
 }
 
+namespace {
+
+// Elements i0 .. i0 + n of an int8 tensor into dst[0 .. n) (vec: 16 at a time, AVX-512).
+void fill_i8_run(int8_t* dst, int64_t n, uint64_t key, uint64_t i0, bool vec) {
+  if (vec) return detail::fill_i8_avx512(dst, n, key, i0);
+  for (int64_t i = 0; i < n; ++i) dst[i] = rng::uniform_i8(key, i0 + uint64_t(i));
+}
+
+}  // namespace
+
 void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key, float amplitude,
              bool rows4) {
+  const bool vec = active_isa() == Isa::avx512;
   if (rows4) {
     // Each group of 4 rows, 64 columns at a time, at its place in the interleaved layout.
     const int64_t groups = n_out / 4, chunks = n_in / 64;
@@ -28,19 +49,16 @@ void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t k
       for (int64_t i = 0; i < 4; ++i) {
         const int64_t r = 4 * g + i;
         scales[r] = amplitude / 127.0f;
-        for (int64_t c = 0; c < chunks; ++c) {
-          int8_t* out = dst + i8_offset(true, n_out, n_in, r, 64 * c);
-          for (int64_t k = 0; k < 64; ++k)
-            out[k] = rng::uniform_i8(key, uint64_t(r * n_in + 64 * c + k));
-        }
+        for (int64_t c = 0; c < chunks; ++c)
+          fill_i8_run(dst + i8_offset(true, n_out, n_in, r, 64 * c), 64, key,
+                      uint64_t(r * n_in + 64 * c), vec);
       }
     return;
   }
 #pragma omp parallel for schedule(static) if (n_out * n_in > 65536)
   for (int64_t r = 0; r < n_out; ++r) {
     scales[r] = amplitude / 127.0f;
-    int8_t* row = dst + r * n_in;
-    for (int64_t i = 0; i < n_in; ++i) row[i] = rng::uniform_i8(key, uint64_t(r * n_in + i));
+    fill_i8_run(dst + r * n_in, n_in, key, uint64_t(r * n_in), vec);
   }
 }
 

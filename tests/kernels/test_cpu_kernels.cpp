@@ -1086,6 +1086,38 @@ TEST(Fill, DeterministicAcrossThreadCounts) {
   EXPECT_NE(h[0][0], h[0][1]);
 }
 
+// The AVX-512 generators (16 elements at a time) give every element the scalar formula's value:
+// fp16 over amplitudes that reach fp16 subnormals, its largest finite values and infinity
+// (rounding to nearest even throughout), int8 row-major and in the rows-in-fours layout; lengths
+// that leave a tail.
+TEST(Fill, VectorisedMatchesScalar) {
+  if (detected_isa() != Isa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  force_isa(Isa::avx512);
+  const int64_t n = (int64_t(1) << 20) + 13;
+  for (const float amp : {1e-4f, 0.05f, 65000.0f, 70000.0f}) {
+    std::vector<uint16_t> h(size_t(n), 0x1234);
+    fill_f16(h.data(), n, 4242, amp);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(h[size_t(i)], float_to_half(amp * rng::uniform_pm1(4242, uint64_t(i))))
+          << "amplitude " << amp << ", element " << i;
+  }
+  const int64_t n_out = 64, n_in = 2 * kRows4Panel + 192 + 8;  // row-major: a tail of 8
+  std::vector<int8_t> q(size_t(n_out * n_in), 99);
+  std::vector<float> s(size_t(n_out), kNaN);
+  fill_i8(q.data(), s.data(), n_out, n_in, 777, 0.3f);
+  for (int64_t i = 0; i < n_out * n_in; ++i)
+    ASSERT_EQ(q[size_t(i)], rng::uniform_i8(777, uint64_t(i))) << "element " << i;
+  const int64_t n_in4 = 2 * kRows4Panel + 192;
+  std::vector<int8_t> q4(size_t(n_out * n_in4), 99);
+  fill_i8(q4.data(), s.data(), n_out, n_in4, 778, 0.3f, true);
+  for (int64_t r = 0; r < n_out; ++r)
+    for (int64_t k = 0; k < n_in4; ++k)
+      ASSERT_EQ(q4[size_t(i8_offset(true, n_out, n_in4, r, k))],
+                rng::uniform_i8(778, uint64_t(r * n_in4 + k)))
+          << r << " " << k;
+  force_isa(detected_isa());
+}
+
 TEST(Fill, QuantizeRows) {
   const int64_t n_out = 9, n_in = 1000;
   std::vector<uint16_t> src = random_f16(size_t(n_out * n_in), 71);
