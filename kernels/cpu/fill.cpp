@@ -25,7 +25,7 @@ void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude) {
   }
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i)
-    dst[i] = float_to_half(amplitude * rng::uniform_pm1(key, uint64_t(i)));
+    dst[i] = float_to_half_branch_free(amplitude * rng::uniform_pm1(key, uint64_t(i)));
 }
 
 namespace {

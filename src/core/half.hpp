@@ -58,6 +58,32 @@ inline uint16_t float_to_half(float f) {
   return uint16_t(sign | r);
 }
 
+// float_to_half without branches, for loops the compiler vectorises (the loaders' conversions,
+// the portable synthetic fill): the same result for every float (checked on all 2^32 bit patterns,
+// reports/cpu-kernels.md; tests/kernels: Half.BranchFreeEqualsReference), under the default
+// rounding mode. The floating-point unit rounds: |f| * 2^112 * 2^-110 (the scale that keeps
+// fp16's range apart: beyond it infinity) added to a power of two with f's exponent (at least
+// 2^-14's, where fp16's subnormals start) leaves the 10 bits (fewer for subnormals) fp16 keeps,
+// rounded to nearest even; exponent and mantissa are then read off the sum's bits. NaN gives the
+// quiet NaN 0x7e00 with f's sign, as float_to_half does.
+inline uint16_t float_to_half_branch_free(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  const uint32_t shl1 = w + w, sign = w & 0x80000000u, absw = w & 0x7fffffffu;
+  const uint32_t e24 = shl1 & 0xff000000u, small = 0u - uint32_t(e24 < 0x71000000u);
+  const uint32_t bias = (small & 0x71000000u) | (~small & e24);
+  float a, base;
+  std::memcpy(&a, &absw, 4);
+  const uint32_t bias_bits = (bias >> 1) + 0x07800000u;
+  std::memcpy(&base, &bias_bits, 4);
+  const float sum = base + (a * 0x1.0p+112f) * 0x1.0p-110f;
+  uint32_t bits;
+  std::memcpy(&bits, &sum, 4);
+  const uint32_t nonsign = ((bits >> 13) & 0x7c00u) + (bits & 0x0fffu);
+  const uint32_t nan = 0u - uint32_t(shl1 > 0xff000000u);
+  return uint16_t((sign >> 16) | (nan & 0x7e00u) | (~nan & nonsign));
+}
+
 inline float bf16_to_float(uint16_t b) {
   const uint32_t bits = uint32_t(b) << 16;
   float f;

@@ -206,7 +206,8 @@ class FileWeights final : public WeightSource {
         for (int64_t r = 0; r < rows; ++r) {
           row_to_float(t, r, row.data());
           note_bad(r, first_non_finite(row.data(), cols));
-          for (int64_t i = 0; i < cols; ++i) dst[r * cols + i] = float_to_half(row[size_t(i)]);
+          for (int64_t i = 0; i < cols; ++i)
+            dst[r * cols + i] = float_to_half_branch_free(row[size_t(i)]);
         }
       }
       if (bad_row < rows) non_finite_error(t, bad_row, bad_col);

@@ -1026,6 +1026,22 @@ TEST_P(Kernels, SwigluAddArgmax) {
 // ---- synthetic weights --------------------------------------------------------------------------
 // bf16 conversions against double arithmetic: every bf16 value round-trips; a float rounds to the
 // nearer of its two bf16 neighbours, ties to the even one; overflow gives infinity, NaN stays NaN.
+// The branch-free float -> fp16 conversion (core/half.hpp) equals the reference on every 61st
+// bit pattern (70 M floats: every exponent, subnormals, the overflow boundary, NaNs), and on
+// both sides of every fp16 rounding boundary.
+TEST(Half, BranchFreeEqualsReference) {
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 61) {
+    const float f = std::bit_cast<float>(uint32_t(b));
+    ASSERT_EQ(float_to_half_branch_free(f), float_to_half(f)) << std::hex << b;
+  }
+  for (uint32_t h = 0; h < 0x7c00; ++h) {  // halfway between h and h + 1, and its neighbours
+    const float mid =
+        float((double(half_to_float(uint16_t(h))) + double(half_to_float(uint16_t(h + 1)))) / 2);
+    for (const float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)})
+      for (const float s : {f, -f}) ASSERT_EQ(float_to_half_branch_free(s), float_to_half(s)) << s;
+  }
+}
+
 TEST(Bf16, RoundsToNearestEven) {
   for (uint32_t b = 0; b < 0x10000; ++b) {
     const float f = bf16_to_float(uint16_t(b));
