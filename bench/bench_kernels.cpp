@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <vector>
@@ -319,6 +320,39 @@ void BM_Probe(benchmark::State& state) {
   state.SetLabel(state.range(0) < 2 ? "GB/s (1e9 bytes)" : "Gop/s");
 }
 
+// Synthetic weights (the setup of every run without a weights file): one 11,008 x 4,096 matrix,
+// fp16 (fill) or int8 (fill_i8 into the rows-in-fours layout), on the scalar path or AVX-512 (16
+// values at a time); the buffer is written once before timing, so page faults are not counted.
+void BM_Fill(benchmark::State& state) {
+  const bool i8 = state.range(0) != 0, vec = state.range(1) != 0;
+  if (vec && lc::detected_isa() != lc::Isa::avx512) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    return;
+  }
+  const int64_t n_out = 11008, n_in = 4096, n = n_out * n_in;
+  const size_t bytes = size_t(n) * (i8 ? 1 : 2);
+  std::unique_ptr<uint8_t[], FreeDeleter> buf(huge_alloc(bytes));
+  std::memset(buf.get(), 0, bytes);
+  std::vector<float> scales(static_cast<size_t>(n_out));
+  lc::force_isa(vec ? lc::Isa::avx512 : lc::Isa::scalar);
+  auto fill = [&] {
+    if (i8)
+      lc::fill_i8(reinterpret_cast<int8_t*>(buf.get()), scales.data(), n_out, n_in, 7, 0.02f, true);
+    else
+      lc::fill_f16(reinterpret_cast<uint16_t*>(buf.get()), n, 7, 0.02f);
+  };
+  fill();
+  WallTimer t;
+  for (auto _ : state) {
+    fill();
+    benchmark::ClobberMemory();
+  }
+  const double s = t.seconds();
+  lc::force_isa(lc::detected_isa());
+  state.counters["ns_per_value"] = s * 1e9 / (double(n) * double(state.iterations()));
+  state.counters["GB_per_s"] = double(bytes) * double(state.iterations()) / s * 1e-9;
+}
+
 void shapes(benchmark::internal::Benchmark* b, int64_t m) {
   for (int t : {0, 1})
     for (auto [o, i] :
@@ -376,6 +410,12 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({2048, 4, 0, 0})
     ->ArgNames({"ctx", "n_new", "model", "kv"})
     ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_Fill)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"i8", "avx512"})
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 BENCHMARK(BM_AttentionPrefill)
