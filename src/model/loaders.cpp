@@ -37,16 +37,19 @@ float bf16_to_float(uint16_t h) {
   return f;
 }
 
+// The stored row that holds row r (Hugging Face order) of t.
+int64_t source_row(const FileTensor& t, int64_t r) {
+  if (t.permuted_heads == 0) return r;
+  // GGUF: rows of each head interleaved (2i + j <- j*hd/2 + i)
+  const int64_t hd = t.rows() / t.permuted_heads;
+  const int64_t h = r / hd, within = r % hd, half = hd / 2;
+  return h * hd + 2 * (within % half) + within / half;
+}
+
 // Row r (Hugging Face order) of t as fp32.
 void row_to_float(const FileTensor& t, int64_t r, float* out) {
   const int64_t cols = t.cols();
-  int64_t src = r;
-  if (t.permuted_heads > 0) {  // GGUF: rows of each head interleaved (2i + j <- j*hd/2 + i)
-    const int64_t hd = t.rows() / t.permuted_heads;
-    const int64_t h = r / hd, within = r % hd, half = hd / 2;
-    src = h * hd + 2 * (within % half) + within / half;
-  }
-  const uint8_t* p = t.data + size_t(src) * file_dtype_row_bytes(t.dtype, cols);
+  const uint8_t* p = t.data + size_t(source_row(t, r)) * file_dtype_row_bytes(t.dtype, cols);
   switch (t.dtype) {
     case FileDType::f32:
       std::memcpy(out, p, size_t(cols) * 4);
@@ -192,8 +195,13 @@ class FileWeights final : public WeightSource {
     if (w.type == WeightType::f16) {
       host_.resize(size_t(rows * cols) * 2);
       auto* dst = reinterpret_cast<uint16_t*>(host_.data());
-      if (t.dtype == FileDType::f16 && t.permuted_heads == 0) {
-        std::memcpy(dst, t.data, size_t(rows * cols) * 2);
+      if (t.dtype == FileDType::f16) {  // as stored, rows put back in order where permuted
+        if (t.permuted_heads == 0)
+          std::memcpy(dst, t.data, size_t(rows * cols) * 2);
+        else
+          for (int64_t r = 0; r < rows; ++r)
+            std::memcpy(dst + r * cols, t.data + size_t(source_row(t, r) * cols) * 2,
+                        size_t(cols) * 2);
         const int64_t bad = first_non_finite_f16(dst, rows * cols);
         if (bad >= 0) non_finite_error(t, bad / cols, bad % cols);
         return;
