@@ -768,6 +768,10 @@ TEST_P(Kernels, AttentionBf16Cache) {
     const double atol = dot ? 6e-3 : 2e-5, rtol = dot ? 6e-3 : 1e-5;
     check_attention({2, 5, 7, 20, 8, 2, 64, 0, b}, 71, atol, rtol);      // prefill chunk
     check_attention({3, 1, 150, 160, 4, 4, 128, 0, b}, 72, atol, rtol);  // MHA decode
+    // MHA decodes (key-major, widened): 20 heads (16 + 4 per reduction) over two tokens; a
+    // window starting mid-block.
+    check_attention({1, 2, 100, 110, 20, 20, 64, 0, b}, 80, atol, rtol);
+    check_attention({2, 1, 300, 310, 4, 4, 96, 100, b}, 81, atol, rtol);
     // GQA decodes: groups of 8 over two tokens (odd key counts: a lone last key), 7 (4 + 2 + 1
     // heads), 16 (16-head score tiles, two 8-head P·V tiles); hd 256 (P·V in passes of 32-dim
     // chunks) and 96 (three chunks); a window starting mid-block; hd 40 (no vdpbf16ps path).
