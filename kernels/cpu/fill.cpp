@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "core/half.hpp"
@@ -73,33 +72,10 @@ void pack_rows4(const int8_t* src, int8_t* dst, int64_t n_out, int64_t n_in) {
 }
 
 void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in) {
-  const int64_t groups = n_out / 4, chunks = n_in / 64;
-  if (n_in > kRows4Panel) {
-    // Several panels: from a row-major copy of the whole matrix, copied and scattered on all
-    // threads, a group at a time (its pieces in a panel are contiguous): on AMD Zen 4, 2 threads,
-    // 1.9-2.4 GB/s against 1.4-1.8 copied on one thread into a vector and scattered row by row.
-    // The copy's page faults bound it (a copy buffer reused without faults: 7.4 GB/s; asked for
-    // huge pages, the kernel's compaction made it 0.3 GB/s).
-    const std::unique_ptr<int8_t[]> src(new int8_t[size_t(n_out * n_in)]);  // all copied below
-#pragma omp parallel for schedule(static) if (n_out * n_in > 65536)
-    for (int64_t g = 0; g < groups; ++g)
-      std::memcpy(src.get() + g * 4 * n_in, w + g * 4 * n_in, size_t(4 * n_in));
-    pack_rows4(src.get(), w, n_out, n_in);
-    return;
-  }
-  // One panel: each 4-row group through a scratch copy of it.
-#pragma omp parallel if (n_out * n_in > 65536)
-  {
-    std::vector<int8_t> tmp(size_t(4 * n_in));
-#pragma omp for schedule(static)
-    for (int64_t g = 0; g < groups; ++g) {
-      int8_t* grp = w + g * 4 * n_in;
-      std::memcpy(tmp.data(), grp, tmp.size());
-      for (int64_t i = 0; i < 4; ++i)
-        for (int64_t c = 0; c < chunks; ++c)
-          std::memcpy(grp + c * 256 + i * 64, tmp.data() + i * n_in + c * 64, 64);
-    }
-  }
+  // Through a row-major copy of the whole matrix. (The backend writes the layout directly,
+  // fill_i8's rows4 and pack_rows4; this in-place form serves the tests and benchmarks.)
+  const std::vector<int8_t> src(w, w + n_out * n_in);
+  pack_rows4(src.data(), w, n_out, n_in);
 }
 
 void fill_f32(float* dst, int64_t n, uint64_t key, float center, float amplitude) {

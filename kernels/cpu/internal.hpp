@@ -169,9 +169,9 @@ struct I8Rows {
   // stream of 4 interleaved rows, measured on AMD Zen 4: at M = 1 and 2 best left to the hardware
   // prefetcher (one core, 2,048 / 5,632 wide, against the FP16 stream: 1.09 / 0.97 of it at M =
   // 1, 4 lines 12 KB ahead into L2 0.73 / 0.66, 4-8 KB into L1 0.92-0.98 / 0.84-0.89; at M = 2,
-  // 2 threads, 2,048-column panels, 4,096 x 11,008 in a fast window: none 1.08x 4 KB ahead into
-  // L1); from M = 3, where the multiply-adds bound it, 12 KB ahead into L2 (M = 4: 0.87 /
-  // 0.82, into L1 or none 0.35-0.53; M = 3: 0.66 / 0.66, 4 KB into L1 0.59 / 0.43).
+  // 2 threads, 2,048-column panels, 4,096 x 11,008 in a fast window: none ran 1.08x as fast as
+  // 4 KB ahead into L1); from M = 3, where the multiply-adds bound it, 12 KB ahead into L2 (M = 4:
+  // 0.87 / 0.82, into L1 or none 0.35-0.53; M = 3: 0.66 / 0.66, 4 KB into L1 0.59 / 0.43).
   template <int M>
   void prefetch(int64_t k, int64_t ahead) const {
     if constexpr (kLinear) {

@@ -63,11 +63,11 @@ inline int64_t i8_offset(bool rows4, int64_t n_out, int64_t n_in, int64_t r, int
   const int64_t wp = n_in - p0 < kRows4Panel ? n_in - p0 : kRows4Panel;
   return p0 * n_out + (r >> 2) * 4 * wp + (kp >> 6) * 256 + (r & 3) * 64 + (kp & 63);
 }
-// Row-major -> rows interleaved in fours, in place (rows4_fits must hold), in parallel.
-void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in);
-// The same layout written from a row-major src into dst (no overlap), in parallel: for weights
-// that arrive row-major (a loaded file), without the in-place form's copy of the matrix.
+// Row-major src -> rows interleaved in fours in dst (no overlap; rows4_fits must hold), in
+// parallel: how the CPU backend lays out weights that arrive row-major (a loaded file).
 void pack_rows4(const int8_t* src, int8_t* dst, int64_t n_out, int64_t n_in);
+// The same in place, through a copy of the matrix (tests and benchmarks).
+void interleave_rows4(int8_t* w, int64_t n_out, int64_t n_in);
 
 // y[m, n_out] = x[m, n_in] · Wᵀ, fp32 accumulation. Dispatches to gemv() for small m and to
 // gemm() otherwise. y must not alias x.

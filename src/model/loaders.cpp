@@ -80,16 +80,11 @@ void row_to_float(const FileTensor& t, int64_t r, float* out) {
   }
 }
 
-// First element of x[0, n) that is NaN or infinite, or -1. Checked on the bits (exponent all
-// ones) so that it holds under any floating-point flags; a block at a time without branches (the
-// compiler vectorises it), then element by element in the block that has one.
-int64_t first_non_finite(const float* x, int64_t n) {
+// First i in [0, n) with bad(i), or -1: a block at a time without branches (the compiler
+// vectorises it), then element by element in the block that has one.
+template <class Bad>
+int64_t first_bad(int64_t n, Bad bad) {
   constexpr int64_t kBlock = 256;
-  auto bad = [&](int64_t i) {
-    uint32_t b;
-    std::memcpy(&b, &x[i], 4);
-    return (b & 0x7f800000u) == 0x7f800000u;
-  };
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t b1 = std::min(n, b0 + kBlock);
     uint32_t any = 0;
@@ -101,17 +96,18 @@ int64_t first_non_finite(const float* x, int64_t n) {
   return -1;
 }
 
+// First element of x[0, n) that is NaN or infinite, or -1. Checked on the bits (exponent all
+// ones) so that it holds under any floating-point flags.
+int64_t first_non_finite(const float* x, int64_t n) {
+  return first_bad(n, [x](int64_t i) {
+    uint32_t b;
+    std::memcpy(&b, &x[i], 4);
+    return (b & 0x7f800000u) == 0x7f800000u;
+  });
+}
+
 int64_t first_non_finite_f16(const uint16_t* x, int64_t n) {
-  constexpr int64_t kBlock = 256;
-  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
-    const int64_t b1 = std::min(n, b0 + kBlock);
-    uint32_t any = 0;
-    for (int64_t i = b0; i < b1; ++i) any |= uint32_t((x[i] & 0x7c00u) == 0x7c00u);
-    if (any)
-      for (int64_t i = b0; i < b1; ++i)
-        if ((x[i] & 0x7c00u) == 0x7c00u) return i;
-  }
-  return -1;
+  return first_bad(n, [x](int64_t i) { return (x[i] & 0x7c00u) == 0x7c00u; });
 }
 
 [[noreturn]] void non_finite_error(const FileTensor& t, int64_t row, int64_t col) {

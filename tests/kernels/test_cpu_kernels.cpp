@@ -402,9 +402,10 @@ TEST(Fill, RowsInterleavedInFoursAndCopiedBack) {
   EXPECT_EQ(buf, std::vector<int8_t>(a.begin() + 3 * n_in, a.begin() + 9 * n_in));
 }
 
-// Weights written straight into the interleaved layout (a synthetic fill, a row-major file packed)
-// are byte for byte a row-major fill interleaved in place, one panel or several (the last one
-// narrower), on every thread count; every byte of the destination is written (poisoned first).
+// Weights written straight into the interleaved layout: a synthetic fill is byte for byte a
+// row-major fill interleaved in place, and a packed row-major matrix holds every element at its
+// documented offset; one panel or several (the last one narrower), on every thread count; every
+// byte of the destination is written (poisoned first).
 TEST(Fill, StraightIntoRowsInterleavedInFours) {
   for (const int64_t n_in : {int64_t(192), 2 * kRows4Panel + 192}) {
     for (const int threads : {1, 3}) {
@@ -422,7 +423,11 @@ TEST(Fill, StraightIntoRowsInterleavedInFours) {
       EXPECT_EQ(got_s, want_s);
       std::vector<int8_t> packed(want.size(), int8_t(-128));
       pack_rows4(row_major.data(), packed.data(), n_out, n_in);
-      EXPECT_EQ(packed, want);
+      for (int64_t r = 0; r < n_out; ++r)
+        for (int64_t k = 0; k < n_in; ++k)
+          ASSERT_EQ(packed[size_t(i8_offset(true, n_out, n_in, r, k))],
+                    row_major[size_t(r * n_in + k)])
+              << r << " " << k;
       omp_set_num_threads(saved);
     }
   }
