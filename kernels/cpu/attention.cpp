@@ -137,41 +137,49 @@ void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const u
     if (a.n_tok(s) > 0) (split && a.n_tok(s) <= kFewTokens ? few : many).push_back(s);
 
   if (!few.empty()) {
-    // Split the keys of each such sequence into chunks of 64-key blocks (many per thread, for
+    // Split the keys of each such sequence into chunks (several per thread at long context, for
     // balance), walk each chunk key-major over whole cache rows, then merge the chunks'
     // online-softmax states. Keys of sequence s: from the first key its first token sees (a
     // sliding window starts past 0) to its last token's position.
-    constexpr int64_t kBlock = 64;
     struct Unit {
       int64_t s, k0, k1, part;
     };
     std::vector<Unit> units;
     std::vector<int64_t> first_unit(size_t(few.size()) + 1);
-    int64_t blocks_all = 0;
-    for (int64_t s : few)
-      blocks_all += (a.pos(s, a.n_tok(s) - 1) + kBlock) / kBlock -
-                    detail::attn_first_key(a, a.pos(s, 0)) / kBlock;
-    // Chunks of at least ~256 KB of K and V (4 blocks at tinyllama's 4 x 64 kv dims; one at
-    // 7B's): each chunk sets up and merges every head's state, which at 64 keys and GQA cost more
-    // than its keys' arithmetic. But never so large that a thread gets none: at tinyllama's
-    // context 256 one 4-block chunk left the second thread idle (23 us on one thread).
+    auto key_range = [&](int64_t s) {
+      return std::pair<int64_t, int64_t>{detail::attn_first_key(a, a.pos(s, 0)),
+                                         a.pos(s, a.n_tok(s) - 1) + 1};
+    };
+    int64_t keys_all = 0;
+    for (int64_t s : few) keys_all += key_range(s).second - key_range(s).first;
+    // Chunks of at least 64 keys and ~256 KB of K and V (256 keys at tinyllama's 4 x 64 kv dims):
+    // each chunk sets up and merges every head's state, which at 64 keys and GQA cost more than
+    // its keys' arithmetic. A multiple of the threads, up to 16 per thread, cut evenly to 16 keys:
+    // whole 64-key blocks per chunk left one thread 8 blocks and the other 4 at tinyllama's
+    // context 712 (3 chunks of 4).
     const int64_t threads = omp_get_max_threads();
-    const int64_t min_blocks =
-        std::max<int64_t>(1, (int64_t(256) << 10) / (kBlock * 4 * int64_t(n_kv_heads) * hd));
-    const int64_t per_chunk =
-        std::max<int64_t>(1, std::min(std::max(min_blocks, blocks_all / (16 * threads)),
-                                      (blocks_all + threads - 1) / threads));
+    constexpr int64_t kGrain = 16;
+    const int64_t min_keys =
+        std::max<int64_t>(64, (int64_t(256) << 10) / (4 * int64_t(n_kv_heads) * hd));
+    const int64_t chunks_all =
+        threads * std::clamp<int64_t>(keys_all / (threads * min_keys), 1, 16);
     const int64_t ps = detail::attn_part_stride(hd);
     int64_t part_floats = 0;
     for (size_t i = 0; i < few.size(); ++i) {
       const int64_t s = few[i];
       first_unit[i] = int64_t(units.size());
-      const int64_t k_end = a.pos(s, a.n_tok(s) - 1) + 1;
-      const int64_t rows = a.n_tok(s) * n_heads;
-      for (int64_t k0 = detail::attn_first_key(a, a.pos(s, 0)) / kBlock * kBlock; k0 < k_end;
-           k0 += per_chunk * kBlock) {
-        units.push_back({s, k0, std::min(k_end, k0 + per_chunk * kBlock), part_floats});
+      const auto [kb, ke] = key_range(s);
+      const int64_t rows = a.n_tok(s) * n_heads, n = ke - kb;
+      // This sequence's share of the chunks, its keys cut at multiples of kGrain.
+      const int64_t nc = std::clamp<int64_t>((chunks_all * n + keys_all / 2) / keys_all, 1,
+                                             (n + kGrain - 1) / kGrain);
+      int64_t k0 = kb;
+      for (int64_t c = 1; c <= nc; ++c) {
+        const int64_t k1 = c == nc ? ke : kb + n * c / nc / kGrain * kGrain;
+        if (k1 <= k0) continue;
+        units.push_back({s, k0, k1, part_floats});
         part_floats += rows * ps;
+        k0 = k1;
       }
     }
     first_unit[few.size()] = int64_t(units.size());

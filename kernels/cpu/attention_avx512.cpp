@@ -286,7 +286,7 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
 
 }  // namespace
 
-// Decode (few query tokens): keys [k0, k1) of sequence s (k0 a multiple of 64) for every token and
+// Decode (few query tokens): keys [k0, k1) of sequence s for every token and
 // every head, with an online-softmax step per 64-key block (the prefill tile's arithmetic differs
 // in order: the two agree to rounding, as the tests check). Writes the un-normalised partial
 // state of every (token, head) row to part: o[hdp], then max, then sum, stride
