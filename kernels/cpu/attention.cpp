@@ -152,17 +152,18 @@ void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const u
     };
     int64_t keys_all = 0;
     for (int64_t s : few) keys_all += key_range(s).second - key_range(s).first;
-    // Chunks of at least 64 keys and ~256 KB of K and V (256 keys at tinyllama's 4 x 64 kv dims):
-    // each chunk sets up and merges every head's state, which at 64 keys and GQA cost more than
-    // its keys' arithmetic. A multiple of the threads, up to 16 per thread, cut evenly to 16 keys:
-    // whole 64-key blocks per chunk left one thread 8 blocks and the other 4 at tinyllama's
-    // context 712 (3 chunks of 4).
+    // Chunks of at least kMinKeys keys, a multiple of the threads (up to 16 per thread, for balance
+    // at very long contexts), cut evenly at multiples of 16 keys. Each chunk starts its walk (the
+    // prefetch ahead of it cold) and sets up and merges every head's state. With chunks of >= 256
+    // KB of K and V before (6 of ~333 keys on 2 threads at tinyllama's heads and context 2,000;
+    // 8-32 of 64-125 keys at 7B's, contexts 512-4,000) a decode took 1.09x the time of one chunk
+    // per thread at tinyllama's heads, 1.07-1.10x at 7B's at 2,000-4,000 and 1.19x at 512
+    // (reports/cpu-kernels.md). Whole 64-key blocks per chunk, before that, left one thread 8
+    // blocks and the other 4 at context 712.
     const int64_t threads = omp_get_max_threads();
-    constexpr int64_t kGrain = 16;
-    const int64_t min_keys =
-        std::max<int64_t>(64, (int64_t(256) << 10) / (4 * int64_t(n_kv_heads) * hd));
+    constexpr int64_t kGrain = 16, kMinKeys = 1024;
     const int64_t chunks_all =
-        threads * std::clamp<int64_t>(keys_all / (threads * min_keys), 1, 16);
+        threads * std::clamp<int64_t>(keys_all / (threads * kMinKeys), 1, 16);
     const int64_t ps = detail::attn_part_stride(hd);
     int64_t part_floats = 0;
     for (size_t i = 0; i < few.size(); ++i) {

@@ -759,11 +759,11 @@ TEST_P(Kernels, AttentionGqaCausal) {
   // tiles of 2 keys) and 7 (4 + 2 + 1 heads), over two tokens, hd 64 and hd 40 (masked).
   check_attention({1, 2, 200, 210, 16, 2, 64}, 24);
   check_attention({2, 1, 130, 140, 14, 2, 40}, 25);
-  // Decodes split over keys at tinyllama's heads (32 on 4, hd 64) on 2 threads: two sequences of
-  // 701 keys, each cut at key 336 (a multiple of 16, not of the 64-key blocks); one of 531 keys
-  // cut at 256.
-  check_attention({2, 1, 700, 720, 32, 4, 64}, 26);
-  check_attention({1, 1, 530, 540, 32, 4, 64}, 27);
+  // Decodes split over keys at tinyllama's heads (32 on 4, hd 64), on 1 and on 2 threads: one
+  // sequence of 2,101 keys cut at key 1,040 (a multiple of 16, not of the 64-key blocks); two such
+  // sequences sharing 4 chunks, each cut there.
+  check_attention({1, 1, 2100, 2110, 32, 4, 64}, 26);
+  check_attention({2, 1, 2100, 2110, 32, 4, 64}, 27);
 }
 
 // A bf16 cache: stored exactly (round to nearest even) and read by the widening paths (every
