@@ -8,7 +8,8 @@
 namespace latprof {
 namespace {
 
-// size rounded up to a multiple of align, 2 MiB-aligned blocks asked for transparent huge pages.
+// size bytes rounded up to a multiple of align (nullptr where that overflows or the memory is not
+// there); a 2 MiB-aligned block is asked to be backed by transparent huge pages.
 void* aligned_block(size_t size, size_t align) {
   if (size > SIZE_MAX - align) return nullptr;
   size = (size + align - 1) / align * align;
