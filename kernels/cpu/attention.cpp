@@ -151,7 +151,10 @@ void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const u
                                          a.pos(s, a.n_tok(s) - 1) + 1};
     };
     int64_t keys_all = 0;
-    for (int64_t s : few) keys_all += key_range(s).second - key_range(s).first;
+    for (int64_t s : few) {
+      const auto [kb, ke] = key_range(s);
+      keys_all += ke - kb;
+    }
     // Chunks of at least kMinKeys keys, a multiple of the threads (up to 16 per thread, for balance
     // at very long contexts), cut evenly at multiples of 16 keys. Each chunk starts its walk (the
     // prefetch ahead of it cold) and sets up and merges every head's state. With chunks of >= 256
