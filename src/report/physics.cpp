@@ -3,6 +3,7 @@
 // synchronization) or the bytes/FLOPs are wrong, so the row is flagged, not reported as a result.
 #include "report/physics.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -48,6 +49,34 @@ std::string drift_note(const RunReport& r, double best) {
          " (those reads and its cached probe): its memory bandwidth changes from one moment to "
          "the next (as a shared machine's does), so the roof is uncertain; rerun, or compare "
          "variants within one process";
+}
+
+// The reads just before and just after the timed part disagree by more than this: the roof (their
+// mean) is then a guess between two figures, and the report says so with MBU against each.
+constexpr double kReadDrift = 0.20;
+
+void check_read_drift(RunReport& r) {
+  const nlohmann::json& ci = r.ceilings_info;
+  if (!ci.is_object()) return;
+  const auto read = [&](const char* k) {
+    return ci.contains(k) && ci[k].is_number() ? ci[k].get<double>() : 0.0;
+  };
+  const double before = read("read_bandwidth_before"), after = read("read_bandwidth_after");
+  if (!(before > 0) || !(after > 0)) return;
+  const double lo = std::min(before, after), hi = std::max(before, after);
+  if (hi <= lo * (1 + kReadDrift)) return;
+  const double roof = r.ceilings.mem_bw_bytes_per_s;
+  std::string msg = "the memory bandwidth read " + fmt_rate(before, "B/s") +
+                    " just before the timed part and " + fmt_rate(after, "B/s") +
+                    " just after: this machine's memory bandwidth changed during the run (as a "
+                    "shared machine's does), so the memory roof (" +
+                    fmt_rate(roof, "B/s") +
+                    ", their mean) and every MBU and memory floor against it are uncertain";
+  if (const double mbu = r.metrics.mbu; mbu > 0 && roof > 0)
+    msg += "; MBU " + fmt_pct(mbu) + " would be " + fmt_pct(mbu * roof / hi) + " against the " +
+           "faster read and " + fmt_pct(mbu * roof / lo) + " against the slower";
+  msg += "; rerun, or compare variants within one process";
+  r.checks.push_back({"warning", "ceilings.mem_bw_bytes_per_s", msg});
 }
 
 // MBU above 100% (`who` prefixes the message: a row's name, or nothing for the run's metric): an
@@ -234,6 +263,7 @@ void add_physics_checks(RunReport& r) {
     r.checks.push_back(
         {"error", "metrics.mfu", "MFU " + fmt_pct(m.mfu) + " is above 100%; " + kTimingHint});
   if (m.mbu > 1 + 1e-9 && !cache_resident) check_mbu(r, "metrics.mbu", "", m.mbu);
+  if (!cache_resident) check_read_drift(r);
 
   if (r.load.is_object()) {
     // Under load the metrics are medians over requests, not one request's: check each request.

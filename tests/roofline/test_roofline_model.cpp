@@ -328,7 +328,7 @@ TEST(Physics, BandwidthThatChangedDuringTheRunIsAWarningNotATimingError) {
   };
   const RunReport drifted = make(52e9, 1.3);  // the floor at 52 GB/s: 0.63x of it
   EXPECT_EQ(count(drifted, "error"), 0);
-  EXPECT_EQ(count(drifted, "warning"), 3);  // two ops and the MBU
+  EXPECT_EQ(count(drifted, "warning"), 4);  // two ops, the MBU and the reads' disagreement
   for (const auto& k : drifted.checks)
     if (k.level == "warning") {
       EXPECT_NE(k.message.find("uncertain"), std::string::npos) << k.message;
@@ -400,9 +400,40 @@ TEST(Physics, ADecodeOpBelowItsWeightsFloorIsNotBlamedOnTheCache) {
   for (Row& row : r.ops) row.calls = 127 * 32;
   add_physics_checks(r);
   EXPECT_EQ(count(r, "error"), 0);
-  EXPECT_EQ(count(r, "warning"), 2);
+  EXPECT_EQ(count(r, "warning"), 3);  // two ops and the reads' disagreement
   for (const auto& k : r.checks)
     EXPECT_EQ(k.message.find("served from cache"), std::string::npos) << k.message;
+}
+
+// The reads before and after a run 56.4 and 34.0 GB/s (seen on a cloud VM): MBU against their
+// mean is neither figure, so a warning gives it against each; reads within 20% of each other, or
+// none, say nothing.
+TEST(Physics, ReadsThatDisagreeSayHowUncertainTheMbuIs) {
+  auto make = [](double before, double after) {
+    const double mean = 0.5 * (before + after);
+    RunReport r = report_for("llama-2-7b", cpu_ceilings(mean, 233e9), 1.5);
+    r.ceilings_info = {{"read_bandwidth_before", before}, {"read_bandwidth_after", after}};
+    r.metrics.mbu = 0.713;
+    add_physics_checks(r);
+    std::vector<std::string> drift;
+    for (const auto& k : r.checks)
+      if (k.subject == "ceilings.mem_bw_bytes_per_s") drift.push_back(k.level + ": " + k.message);
+    return drift;
+  };
+  const auto flipped = make(56.4e9, 34.0e9);
+  ASSERT_EQ(flipped.size(), 1u);
+  EXPECT_EQ(flipped[0].rfind("warning: ", 0), 0u) << flipped[0];
+  for (const char* part :
+       {"56.4 GB/s just before", "34.0 GB/s just after", "(45.2 GB/s, their mean)",
+        "MBU 71.3% would be 57.1% against the faster read and 94.8% against "
+        "the slower"})
+    EXPECT_NE(flipped[0].find(part), std::string::npos) << part << " in " << flipped[0];
+  EXPECT_EQ(make(34.0e9, 56.4e9).size(), 1u);  // either way round
+  EXPECT_TRUE(make(50e9, 43e9).empty());       // 16% apart
+  RunReport none = report_for("llama-2-7b", cpu_ceilings(45e9, 233e9), 1.5);
+  none.metrics.mbu = 0.713;
+  add_physics_checks(none);
+  for (const auto& k : none.checks) EXPECT_NE(k.subject, "ceilings.mem_bw_bytes_per_s");
 }
 
 TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
