@@ -202,5 +202,11 @@ ProbeResult probe_bf16_peak(int repetitions);
 // Peak int16 dot-product throughput, op/s (2 per multiply-add, vpdpwssd: the W8A16 kernels'
 // products); all zero on a CPU without AVX512-VNNI.
 ProbeResult probe_int16_peak(int repetitions);
+// One-way latency in ns of a cache line between the first two threads of a parallel region
+// (ping-pong on one line, up to 2,000 round trips or 20 ms a repetition): what each fork, join and
+// barrier of the thread pool waits for at least. value is the lowest repetition, median their
+// median; all zero with fewer than 2 threads. On a VM it changes with where the host runs the vCPUs
+// (AMD Zen 4, 2 vCPUs: ~30 ns on one core complex, ~180 ns across two; reports/cpu-kernels.md).
+ProbeResult probe_core_to_core(int repetitions);
 
 }  // namespace latprof::cpu

@@ -1,13 +1,16 @@
 // Machine ceilings measured on this host: streaming read and triad bandwidth, fp32 FMA and int8
-// dot-product peaks. All threads, the best ISA the CPU has (not the forced one). Each probe
-// reports the best and the median over its repetitions.
+// dot-product peaks, and how long a cache line takes between two threads' cores. All threads, the
+// best ISA the CPU has (not the forced one). Each probe reports the best and the median over its
+// repetitions.
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <vector>
 
 #if defined(__linux__)
@@ -204,6 +207,88 @@ ProbeResult probe_int8_peak(int repetitions) {
       for (int j = 0; j < 8; ++j) a[j] = a[j] * b + c;
     return int64_t(a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7]);
   });
+}
+
+}  // namespace latprof::cpu
+
+namespace latprof::cpu {
+namespace {
+
+// A spin-wait's step: a pause, and after a while (the other thread is not running: another
+// process has its core) the core handed over, so that the probe finishes on a busy machine too.
+inline void wait_a_little(int spin) {
+  if (spin > 2048) {
+    std::this_thread::yield();
+    return;
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+ProbeResult probe_core_to_core(int repetitions) {
+  ProbeResult r;
+  if (omp_get_max_threads() < 2 || repetitions <= 0) return r;
+  // Thread 0 writes the next odd number into one cache line and waits for thread 1 to answer
+  // with the even one: each round trip moves the line twice. A repetition is kTrips round trips
+  // or kRepSeconds, whichever comes first (on a machine so busy that the two threads seldom run
+  // at once, a trip takes a scheduler slice: then that is what a transfer costs the pool, and the
+  // figure says so); past kBudget seconds in all, no more repetitions start.
+  constexpr int64_t kTrips = 2000;
+  constexpr double kRepSeconds = 0.02, kBudget = 0.5;
+  alignas(64) static std::atomic<int64_t> ball;
+  alignas(64) static std::atomic<bool> done;
+  ball.store(0);
+  done.store(false);
+  std::vector<double> ns;
+  bool paired = false;
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_num_threads() == 2 && omp_get_thread_num() == 0) {
+      paired = true;
+      const double start = now_s();
+      int64_t k = 0;  // round trips so far
+      for (int rep = 0; rep < repetitions && now_s() - start < kBudget; ++rep) {
+        const double t0 = now_s();
+        int64_t trips = 0;
+        for (bool more = true; more;) {
+          const int64_t serve = 2 * k + 1;
+          ball.store(serve, std::memory_order_release);
+          for (int spin = 1; ball.load(std::memory_order_acquire) != serve + 1; ++spin) {
+            wait_a_little(spin);
+          }
+          ++k;
+          // The clock read only every 64 trips (or after a long wait): it costs about a transfer.
+          more = ++trips < kTrips && (trips % 64 != 0 || now_s() - t0 < kRepSeconds);
+        }
+        ns.push_back((now_s() - t0) * 1e9 / double(2 * trips));
+      }
+      done.store(true, std::memory_order_release);
+    } else if (omp_get_num_threads() == 2) {
+      for (int64_t k = 0;; ++k) {
+        bool quit = false;
+        for (int spin = 1; ball.load(std::memory_order_acquire) != 2 * k + 1; ++spin) {
+          if (done.load(std::memory_order_acquire)) {
+            quit = true;
+            break;
+          }
+          wait_a_little(spin);
+        }
+        if (quit) break;
+        ball.store(2 * k + 2, std::memory_order_release);
+      }
+    }
+  }
+  if (!paired || ns.empty()) return r;
+  std::sort(ns.begin(), ns.end());
+  r.repetitions = int(ns.size());
+  r.bytes_or_ops = double(2 * kTrips);
+  r.value = ns.front();  // the lowest: the latency with the least interference
+  const size_t n = ns.size();
+  r.median = n % 2 ? ns[n / 2] : 0.5 * (ns[n / 2 - 1] + ns[n / 2]);
+  return r;
 }
 
 }  // namespace latprof::cpu

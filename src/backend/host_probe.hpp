@@ -33,5 +33,9 @@ HostProbe probe_host(int threads, size_t stream_bytes, int repetitions);
 // Only the read bandwidth (bytes/s), on `threads` threads: the quick check a run makes just
 // before and just after its timed part.
 HostProbeFigure probe_host_read_bandwidth(int threads, size_t stream_bytes, int repetitions);
+// One-way latency (ns) of a cache line between the first two of `threads` threads (best: the
+// lowest repetition); all zero below 2 threads. Measured with the read bandwidth around a run: it
+// is what the thread pool's forks, joins and barriers wait for, and it changes over time on a VM.
+HostProbeFigure probe_host_core_to_core(int threads, int repetitions);
 
 }  // namespace latprof

@@ -14,7 +14,7 @@ namespace latprof {
 
 // Major.minor: major changes break readers, minor adds fields. The fields are described once, in
 // report_fields.hpp.
-inline constexpr const char* kSchemaVersion = "1.2";
+inline constexpr const char* kSchemaVersion = "1.3";
 inline constexpr int kSchemaMajor = 1;
 
 // The one distribution object of the report (JSON: count, mean, stddev, min, p50, p90, p95, p99,
@@ -62,6 +62,7 @@ struct Metrics {
   double decode_step_r2 = 0;
   double decode_kv_bytes_per_s = 0;  // effective KV-read bandwidth implied by the slope
   double decode_sync_ms = -1;        // CPU: thread-pool synchronisation per pure decode step
+  double decode_sync_fork_ms = -1;   // the part of it that is late starts
   double decode_parallel_regions = -1;
   double decode_sync_share = -1;  // of the step's forward pass
 };
@@ -87,6 +88,7 @@ struct StepRow {
   double flops = 0, bytes = 0;  // cost model
   double mfu = 0, mbu = 0;      // against time_ms
   double sync_ms = -1;          // CPU thread pool: late starts + barrier waits (-1: no pool)
+  double sync_fork_ms = -1;     // the late starts alone
   int64_t parallel_regions = -1;
 };
 

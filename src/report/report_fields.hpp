@@ -178,6 +178,11 @@ void describe(V& v, S& s) {
      "CPU thread pool, inside forward_ms: parallel regions' late starts plus threads' idle time "
      "at their barriers, per thread (wall-equivalent); -1: no host thread pool (CUDA)",
      kOptional});
+  v("sync_fork_ms", s.sync_fork_ms,
+    {"ms",
+     "the late starts alone (the rest of sync_ms is barrier waits): how long after a region "
+     "began its threads started, per thread (wall-equivalent); -1: no host thread pool",
+     kOptional});
   v("parallel_regions", s.parallel_regions,
     {"count", "parallel regions (fork/join) of the step's kernels; -1: no host thread pool",
      kOptional});
@@ -308,7 +313,11 @@ void describe(V& v, R& r) {
     w("memory_bytes", c.memory_bytes, {"B", "memory capacity", kOptional | kMin0});
     w("cache_bytes", c.cache_bytes, {"B", "last-level cache", kOptional | kMin0});
     w("info", r.ceilings_info,
-      {"", "how the ceilings were obtained (probe details, cache file)", kOptional});
+      {"",
+       "how the ceilings were obtained (probe details, cache file; CPU runs: "
+       "read_bandwidth_before/after/cached in B/s, and core_to_core_ns_before/after, the one-way "
+       "trip of a cache line between two of the thread pool's cores in ns)",
+       kOptional});
   });
   v.object("metrics", {"", "request metrics"}, [&](auto& w) {
     auto& m = r.metrics;
@@ -346,6 +355,11 @@ void describe(V& v, R& r) {
       {"ms",
        "median over the pure decode steps of steps[].sync_ms: what the CPU thread pool's "
        "synchronisation costs a decode step; -1: none measured (CUDA)",
+       kOptional});
+    w("decode_sync_fork_ms", m.decode_sync_fork_ms,
+      {"ms",
+       "median over the pure decode steps of steps[].sync_fork_ms: the late starts in "
+       "decode_sync_ms; -1: none measured",
        kOptional});
     w("decode_parallel_regions", m.decode_parallel_regions,
       {"count", "median parallel regions per pure decode step; -1: none measured", kOptional});

@@ -241,10 +241,23 @@ std::string format_run_table(const RunReport& r) {
     o << "prefill " << fmt_fixed(m.prefill_tokens_per_s, 1) << " tok/s   decode "
       << fmt_fixed(m.decode_tokens_per_s, 2) << " tok/s   MFU " << fmt_pct(m.mfu) << "   MBU "
       << fmt_pct(m.mbu) << "   setup " << fmt_ms(m.setup_ms) << " (not in E2E)\n";
-    if (m.decode_sync_ms >= 0)
+    if (m.decode_sync_ms >= 0) {
       o << "thread pool: " << fmt_ms(m.decode_sync_ms) << " of synchronisation per decode step ("
-        << fmt_pct(m.decode_sync_share) << " of its forward pass) over "
-        << fmt_fixed(m.decode_parallel_regions, 0) << " parallel regions\n";
+        << fmt_pct(m.decode_sync_share) << " of its forward pass";
+      if (m.decode_sync_fork_ms >= 0)
+        o << "; late starts " << fmt_ms(m.decode_sync_fork_ms) << ", the rest waits at barriers";
+      o << ") over " << fmt_fixed(m.decode_parallel_regions, 0) << " parallel regions";
+      const nlohmann::json& ci = r.ceilings_info;
+      if (ci.is_object() && ci.contains("core_to_core_ns_before") &&
+          ci["core_to_core_ns_before"].is_number()) {
+        o << "; a cache line takes " << fmt_fixed(ci["core_to_core_ns_before"].get<double>(), 0)
+          << " ns from one of its cores to another";
+        if (ci.contains("core_to_core_ns_after") && ci["core_to_core_ns_after"].is_number())
+          o << " (" << fmt_fixed(ci["core_to_core_ns_after"].get<double>(), 0)
+            << " ns after the run)";
+      }
+      o << "\n";
+    }
     o << "\n";
     for (const auto& v : verdict_lines(r)) o << v << "\n";
   }

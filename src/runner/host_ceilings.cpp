@@ -1,5 +1,6 @@
 #include "runner/host_ceilings.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -168,6 +169,17 @@ double read_bandwidth_now(int threads) {
   if (threads <= 0) threads = int(sysconf(_SC_NPROCESSORS_ONLN));
   const size_t bytes = std::max<size_t>(size_t(256) << 20, size_t(8 * llc_bytes()));
   return probe_host_read_bandwidth(threads, bytes, 3).best;
+}
+
+double core_to_core_ns_now(int threads) {
+  // Only where the two threads can run at once: sharing a core they would hand the line over
+  // once per scheduler tick.
+  cpu_set_t allowed;
+  const int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0
+                       ? CPU_COUNT(&allowed)
+                       : int(sysconf(_SC_NPROCESSORS_ONLN));
+  if (threads <= 0) threads = cpus;
+  return threads < 2 || threads > cpus ? 0.0 : probe_host_core_to_core(threads, 5).median;
 }
 
 }  // namespace latprof

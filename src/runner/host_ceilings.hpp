@@ -18,4 +18,10 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet);
 // in a day), so a run measures it just before and just after its timed part and judges MBU
 // against their mean, not against the cached figure. Takes ~0.1-0.3 s.
 double read_bandwidth_now(int threads);
+// The one-way latency of a cache line between two of the run's threads now (ns, median of 5
+// repetitions of up to 2,000 round trips or 20 ms, ~1-10 ms); 0 below 2 threads or above the
+// CPUs the process may use. Measured with the read bandwidth: on a VM it changes as the host
+// moves the vCPUs (AMD Zen 4: ~30 ns on one core complex, ~180 across two), and with it what the
+// thread pool's synchronisation costs.
+double core_to_core_ns_now(int threads);
 }  // namespace latprof

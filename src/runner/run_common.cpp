@@ -113,6 +113,8 @@ void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r
   r.ceilings_info["read_bandwidth_cached"] = h.ceilings.mem_bw_bytes_per_s;
   r.ceilings_info["read_bandwidth_before"] = before;
   r.ceilings_info["read_bandwidth_threads"] = threads;
+  if (const double ns = core_to_core_ns_now(threads); ns > 0)
+    r.ceilings_info["core_to_core_ns_before"] = ns;
   r.ceilings.mem_bw_bytes_per_s = before;
   if (h.info.value("measured_busy", false))
     r.checks.push_back({"warning", "ceilings",
@@ -122,16 +124,18 @@ void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r
 }
 
 void fill_sync_metrics(RunReport& r) {
-  std::vector<double> ms, regions, share;
+  std::vector<double> ms, fork, regions, share;
   for (const StepRow& s : r.steps)
     if (s.prefill_tokens == 0 && s.decode_tokens > 0 && s.sync_ms >= 0) {
       ms.push_back(s.sync_ms);
+      fork.push_back(std::max(0.0, s.sync_fork_ms));
       regions.push_back(double(s.parallel_regions));
       if (s.forward_ms > 0) share.push_back(s.sync_ms / s.forward_ms);
     }
   Metrics& mt = r.metrics;
   if (ms.empty()) return;  // no pure decode step, or no host thread pool (CUDA)
   mt.decode_sync_ms = percentiles(ms).p50;
+  mt.decode_sync_fork_ms = percentiles(fork).p50;
   mt.decode_parallel_regions = percentiles(regions).p50;
   mt.decode_sync_share = share.empty() ? 0 : percentiles(share).p50;
 }
@@ -141,6 +145,10 @@ void settle_read_bandwidth(RunReport& r) {
   const double before = r.ceilings_info["read_bandwidth_before"].get<double>();
   const double after = read_bandwidth_now(r.ceilings_info.value("read_bandwidth_threads", 0));
   r.ceilings_info["read_bandwidth_after"] = after;
+  if (r.ceilings_info.contains("core_to_core_ns_before"))
+    if (const double ns = core_to_core_ns_now(r.ceilings_info.value("read_bandwidth_threads", 0));
+        ns > 0)
+      r.ceilings_info["core_to_core_ns_after"] = ns;
   r.ceilings.mem_bw_bytes_per_s = 0.5 * (before + after);
   r.ceilings_info["read_bandwidth_method"] =
       "memory roof = mean of the read bandwidth measured just before and just after the timed "
@@ -185,6 +193,7 @@ StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_
   StepRow row;
   if (sync.available) {
     row.sync_ms = sync.fork_ms + sync.wait_ms;
+    row.sync_fork_ms = sync.fork_ms;
     row.parallel_regions = sync.regions;
   } else {
     row.sync_ms = -1;

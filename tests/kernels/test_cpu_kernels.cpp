@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -1212,6 +1213,27 @@ TEST(Probe, ResultsArePositiveAndFinite) {
     ok(bf16, "bf16");
   else
     EXPECT_EQ(bf16.value, 0.0) << "a bf16 peak on a CPU without AVX512-BF16";
+}
+
+// The ping-pong of one cache line between two threads: a latency in nanoseconds (the lowest
+// repetition the value, so value <= median), nothing with one thread. (A machine busy enough
+// can end the probe after fewer repetitions, and make each transfer take a scheduler slice.)
+TEST(Probe, CoreToCoreLatencyBetweenTwoThreads) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 hardware threads";
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const ProbeResult two = probe_core_to_core(3);
+  omp_set_num_threads(1);
+  const ProbeResult one = probe_core_to_core(3);
+  omp_set_num_threads(saved);
+  EXPECT_GE(two.repetitions, 1);
+  EXPECT_LE(two.repetitions, 3);
+  EXPECT_EQ(two.bytes_or_ops, 4000.0);  // transfers a repetition at most: 2,000 round trips
+  EXPECT_GT(two.value, 1.0);            // a cache line does not cross cores in under 1 ns
+  EXPECT_LE(two.value, two.median);
+  EXPECT_LT(two.median, 1e9);
+  EXPECT_EQ(one.value, 0.0);
+  EXPECT_EQ(one.repetitions, 0);
 }
 
 TEST(Isa, NamesAndForcing) {

@@ -42,4 +42,12 @@ HostProbeFigure probe_host_read_bandwidth(int threads, size_t stream_bytes, int 
   return f;
 }
 
+HostProbeFigure probe_host_core_to_core(int threads, int repetitions) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  const HostProbeFigure f = figure(cpu::probe_core_to_core(repetitions));
+  omp_set_num_threads(saved);
+  return f;
+}
+
 }  // namespace latprof
