@@ -113,6 +113,13 @@ CommandFn add_hw_command(CLI::App& app) {
     if (c.bf16_flops_per_s > 0) row("BF16 dot-product peak", c.bf16_flops_per_s, "FLOP/s", 0);
     std::printf("  %-26s %14s\n  %-26s %14s\n", "memory", fmt_bytes(c.memory_bytes).c_str(),
                 "last-level cache", fmt_bytes(c.cache_bytes).c_str());
+    // Not cached: on a VM it changes as the host moves the threads between core complexes.
+    const double core_to_core_ns = core_to_core_ns_now(a->threads);
+    if (core_to_core_ns > 0)
+      std::printf(
+          "  %-26s %11.0f ns  (measured now, not cached: one cache line's trip between two "
+          "threads' cores)\n",
+          "core-to-core latency", core_to_core_ns);
     if (!cpu_ds)
       std::printf("  (no datasheet for this CPU in the database: reported as unknown)\n");
 
@@ -192,6 +199,7 @@ CommandFn add_hw_command(CLI::App& app) {
                           {"host",
                            {{"ceilings", ceilings_to_json(c)},
                             {"triad_bytes_per_s", h.triad_bytes_per_s},
+                            {"core_to_core_ns", core_to_core_ns},
                             {"info", h.info}}},
                           {"gpu", gpu},
                           {"hardware_file", hardware_to_json(save_spec)}};

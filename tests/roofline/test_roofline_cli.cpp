@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "model/config.hpp"
 #include "report/report.hpp"
@@ -249,6 +250,24 @@ TEST(HwCli, ListsTheDatabase) {
                         "h200-sxm", "l40s", "l4", "rtx-4090", "cpu-local"})
     EXPECT_NE(r.out.find(n), std::string::npos) << n;
   EXPECT_NE(r.out.find("Sources"), std::string::npos);
+}
+
+// The core-to-core latency is measured each time, not cached: in the table and in --json, and
+// not at all on one thread.
+TEST(HwCli, MeasuresTheCoreToCoreLatencyNow) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 hardware threads";
+  const fs::path f = tmpdir() / "hw.json";
+  Result r = run("hw -q --threads 2 --json " + f.string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("core-to-core latency"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(f));
+  const double ns = j["host"]["core_to_core_ns"].get<double>();
+  EXPECT_GT(ns, 1.0);
+  EXPECT_LT(ns, 1e9);
+  r = run("hw -q --threads 1 --json " + f.string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("core-to-core latency"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(slurp(f))["host"]["core_to_core_ns"].get<double>(), 0.0);
 }
 
 TEST(PlotCli, MissingOrBadReportExitsTwo) {
