@@ -260,7 +260,7 @@ ProbeResult probe_core_to_core(int repetitions) {
             wait_a_little(spin);
           }
           ++k;
-          // The clock read only every 64 trips (or after a long wait): it costs about a transfer.
+          // The clock is read every 64 trips only: a read costs about as much as a transfer.
           more = ++trips < kTrips && (trips % 64 != 0 || now_s() - t0 < kRepSeconds);
         }
         ns.push_back((now_s() - t0) * 1e9 / double(2 * trips));
