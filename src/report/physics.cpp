@@ -79,6 +79,57 @@ void check_read_drift(RunReport& r) {
   r.checks.push_back({"warning", "ceilings.mem_bw_bytes_per_s", msg});
 }
 
+// A single request's decode steps differ only by their context, a little more each step: where
+// the median of kShiftSteps steps differs from that of the kShiftSteps before by more than
+// kStepShift, the machine itself changed speed during the run (on a shared machine, usually its
+// memory bandwidth), even when the reads before and after it agree.
+constexpr int kShiftSteps = 8;
+constexpr double kStepShift = 0.25;
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void check_step_shift(RunReport& r) {
+  const std::vector<double>& d = r.decode_step_ms;
+  const int n = int(d.size()), w = kShiftSteps;
+  if (n < 2 * w) return;
+  int at = -1;
+  double best = 1 + kStepShift, before = 0, after = 0;
+  for (int k = w; k + w <= n; ++k) {
+    const double a = median_of({d.begin() + (k - w), d.begin() + k});
+    const double b = median_of({d.begin() + k, d.begin() + (k + w)});
+    if (a > 0 && b > 0 && std::max(a, b) / std::min(a, b) > best) {
+      best = std::max(a, b) / std::min(a, b);
+      at = k;
+      before = a;
+      after = b;
+    }
+  }
+  if (at < 0) return;
+  // The medians place the change only to within a window: it is where the steps around it turn
+  // from nearer the first speed to nearer the second (the split with the least deviation).
+  double least = -1;
+  int split = at;
+  for (int k = at - w + 1; k < at + w; ++k) {
+    double dev = 0;
+    for (int i = at - w; i < at + w; ++i) dev += std::fabs(d[i] - (i < k ? before : after));
+    if (least < 0 || dev < least) least = dev, split = k;
+  }
+  at = split;
+  r.checks.push_back(
+      {"warning", "decode_step_ms",
+       "the decode steps ran at two speeds: a median " + fmt_ms(before) + " for the " +
+           std::to_string(w) + " steps before decode step " + std::to_string(at + 1) + " and " +
+           fmt_ms(after) + " for the " + std::to_string(w) + " from it (" + x_of(best) +
+           "), more than their context's growth explains: the machine's speed changed during the "
+           "run (on a shared machine usually its memory bandwidth), so TPOT, MBU and the other "
+           "figures that average the steps mix the two; rerun, or compare runs that ran at one "
+           "speed"});
+}
+
 // MBU above 100% (`who` prefixes the message: a row's name, or nothing for the run's metric): an
 // error, or a warning when the highest read of the run explains it.
 void check_mbu(RunReport& r, const std::string& subject, const std::string& who, double mbu) {
@@ -264,6 +315,7 @@ void add_physics_checks(RunReport& r) {
         {"error", "metrics.mfu", "MFU " + fmt_pct(m.mfu) + " is above 100%; " + kTimingHint});
   if (m.mbu > 1 + 1e-9 && !cache_resident) check_mbu(r, "metrics.mbu", "", m.mbu);
   if (!cache_resident) check_read_drift(r);
+  if (!r.load.is_object()) check_step_shift(r);  // (under load the batch sets a step's time)
 
   if (r.load.is_object()) {
     // Under load the metrics are medians over requests, not one request's: check each request.

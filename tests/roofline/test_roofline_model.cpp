@@ -340,6 +340,40 @@ TEST(Physics, BandwidthThatChangedDuringTheRunIsAWarningNotATimingError) {
   EXPECT_EQ(count(no_reads, "error"), 2);
 }
 
+// One request's decode steps, 63 of them: 46 at ~31.5 ms and then 17 at ~20.6 (a run on a VM
+// whose memory bandwidth rose mid-run while the reads around it agreed) is a warning that names
+// the step and both speeds; a steady ramp (the context's growth), noise, too few steps or a load
+// run (where the batch sets each step's time) are not.
+TEST(Physics, DecodeStepsAtTwoSpeedsAreAWarning) {
+  auto shift_checks = [](std::vector<double> steps, bool load = false) {
+    RunReport r = report_for("llama-2-7b", cpu_ceilings(60e9, 233e9), 1.5);
+    r.decode_step_ms = std::move(steps);
+    if (load) r.load = nlohmann::json::object();
+    add_physics_checks(r);
+    std::vector<std::string> out;
+    for (const auto& k : r.checks)
+      if (k.subject == "decode_step_ms") out.push_back(k.level + ": " + k.message);
+    return out;
+  };
+  std::vector<double> jump;
+  for (int i = 0; i < 63; ++i) jump.push_back((i < 46 ? 31.5 : 20.6) * (1 + 0.02 * ((i % 3) - 1)));
+  const auto w = shift_checks(jump);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("warning: ", 0), 0u) << w[0];
+  for (const char* part : {"before decode step 47", "31.50 ms", "20.60 ms", "1.53x"})
+    EXPECT_NE(w[0].find(part), std::string::npos) << part << " in " << w[0];
+  std::vector<double> ramp, noise;
+  for (int i = 0; i < 200; ++i) {
+    ramp.push_back(20.0 + 0.1 * i);  // 20 to 40 ms: twice as slow at the end, but gradually
+    noise.push_back(25.0 * (1 + 0.08 * ((i * 7919) % 5 - 2) / 2.0));  // +-8%
+  }
+  EXPECT_TRUE(shift_checks(ramp).empty());
+  EXPECT_TRUE(shift_checks(noise).empty());
+  EXPECT_TRUE(shift_checks({jump.begin() + 38, jump.begin() + 53}).empty());  // 15 steps
+  EXPECT_EQ(shift_checks({jump.begin() + 30, jump.begin() + 62}).size(), 1u);
+  EXPECT_TRUE(shift_checks(jump, true).empty());
+}
+
 TEST(Physics, CacheResidentWorkingSetSaysTheMemoryRoofDoesNotApply) {
   Ceilings c = to_ceilings(find_hardware("a100-80gb-sxm"));  // 40 MiB L2 > tiny's 250 KB
   RunReport r = report_for("tiny", c, 0.5);
