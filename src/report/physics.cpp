@@ -42,39 +42,48 @@ double best_read_bandwidth(const RunReport& r) {
   return best;
 }
 
-std::string drift_note(const RunReport& r, double best) {
-  return "; the memory roof " + fmt_rate(r.ceilings.mem_bw_bytes_per_s, "B/s") +
-         " is the mean of the reads just before and after the run, but this machine read up to " +
-         fmt_rate(best, "B/s") +
-         " (those reads and its cached probe): its memory bandwidth changes from one moment to "
-         "the next (as a shared machine's does), so the roof is uncertain; rerun, or compare "
-         "variants within one process";
-}
+// What a row's or the MBU's warning says when only the highest read explains it; the warning on
+// ceilings.mem_bw_bytes_per_s (check_read_drift) says why, once.
+constexpr const char* kDriftNote =
+    "; the memory roof is uncertain (see the warning on ceilings.mem_bw_bytes_per_s)";
 
 // The reads just before and just after the timed part disagree by more than this: the roof (their
 // mean) is then a guess between two figures, and the report says so with MBU against each.
 constexpr double kReadDrift = 0.20;
 
-void check_read_drift(RunReport& r) {
+// One warning on the memory roof when the reads around the run disagree, or when a row or the MBU
+// was judged at the highest read of the run (drift_used).
+void check_read_drift(RunReport& r, bool drift_used) {
   const nlohmann::json& ci = r.ceilings_info;
   if (!ci.is_object()) return;
   const auto read = [&](const char* k) {
     return ci.contains(k) && ci[k].is_number() ? ci[k].get<double>() : 0.0;
   };
   const double before = read("read_bandwidth_before"), after = read("read_bandwidth_after");
-  if (!(before > 0) || !(after > 0)) return;
   const double lo = std::min(before, after), hi = std::max(before, after);
-  if (hi <= lo * (1 + kReadDrift)) return;
+  const bool apart = lo > 0 && hi > lo * (1 + kReadDrift);
+  if (!apart && !drift_used) return;
   const double roof = r.ceilings.mem_bw_bytes_per_s;
-  std::string msg = "the memory bandwidth read " + fmt_rate(before, "B/s") +
-                    " just before the timed part and " + fmt_rate(after, "B/s") +
-                    " just after: this machine's memory bandwidth changed during the run (as a "
-                    "shared machine's does), so the memory roof (" +
-                    fmt_rate(roof, "B/s") +
-                    ", their mean) and every MBU and memory floor against it are uncertain";
-  if (const double mbu = r.metrics.mbu; mbu > 0 && roof > 0)
-    msg += "; MBU " + fmt_pct(mbu) + " would be " + fmt_pct(mbu * roof / hi) + " against the " +
-           "faster read and " + fmt_pct(mbu * roof / lo) + " against the slower";
+  std::string msg;
+  if (apart) {
+    msg = "the memory bandwidth read " + fmt_rate(before, "B/s") +
+          " just before the timed part and " + fmt_rate(after, "B/s") +
+          " just after: this machine's memory bandwidth changed during the run (as a shared "
+          "machine's does), so the memory roof (" +
+          fmt_rate(roof, "B/s") +
+          ", their mean) and every MBU and memory floor against it are uncertain";
+    if (const double mbu = r.metrics.mbu; mbu > 0 && roof > 0)
+      msg += "; MBU " + fmt_pct(mbu) + " would be " + fmt_pct(mbu * roof / hi) + " against the " +
+             "faster read and " + fmt_pct(mbu * roof / lo) + " against the slower";
+  } else {
+    msg = "the memory roof " + fmt_rate(roof, "B/s") +
+          " is the mean of the reads just before and just after the timed part, but this "
+          "machine read up to " +
+          fmt_rate(best_read_bandwidth(r), "B/s") +
+          " (those reads and its cached probe): its memory bandwidth changes from one moment to "
+          "the next (as a shared machine's does), so the roof and every MBU and memory floor "
+          "against it are uncertain";
+  }
   msg += "; rerun, or compare variants within one process";
   r.checks.push_back({"warning", "ceilings.mem_bw_bytes_per_s", msg});
 }
@@ -136,7 +145,7 @@ void check_mbu(RunReport& r, const std::string& subject, const std::string& who,
   const double best = best_read_bandwidth(r);
   const std::string what = who + "MBU " + fmt_pct(mbu) + " is above 100%";
   if (mbu * r.ceilings.mem_bw_bytes_per_s / best <= 1 + 1e-9)
-    r.checks.push_back({"warning", subject, what + drift_note(r, best)});
+    r.checks.push_back({"warning", subject, what + kDriftNote});
   else
     r.checks.push_back({"error", subject, what + "; " + kTimingHint});
 }
@@ -220,8 +229,7 @@ void check_row(RunReport& r, const Row& row, const std::string& subject, bool ca
       applicable_best / row.time_ms <= 1 + kFloorTolerance) {
     r.checks.push_back({"warning", subject,
                         what + " by " + fmt_pct(ratio - 1) + ", not below its floor " +
-                            fmt_ms(applicable_best) + " at " + fmt_rate(best, "B/s") +
-                            drift_note(r, best)});
+                            fmt_ms(applicable_best) + " at " + fmt_rate(best, "B/s") + kDriftNote});
   } else if (ratio > 1 + kFloorTolerance) {
     const bool dram_floor = memory_bound && !cache_resident && applicable > compute_ms;
     std::string why =
@@ -314,7 +322,10 @@ void add_physics_checks(RunReport& r) {
     r.checks.push_back(
         {"error", "metrics.mfu", "MFU " + fmt_pct(m.mfu) + " is above 100%; " + kTimingHint});
   if (m.mbu > 1 + 1e-9 && !cache_resident) check_mbu(r, "metrics.mbu", "", m.mbu);
-  if (!cache_resident) check_read_drift(r);
+  if (!cache_resident)
+    check_read_drift(r, std::any_of(r.checks.begin(), r.checks.end(), [](const Check& k) {
+                       return k.message.ends_with(kDriftNote);
+                     }));
   if (!r.load.is_object()) check_step_shift(r);  // (under load the batch sets a step's time)
 
   if (r.load.is_object()) {
