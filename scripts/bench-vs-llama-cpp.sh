@@ -2,7 +2,8 @@
 # latprof's CPU engine against llama.cpp's llama-bench on the same machine, same shapes (issue 17),
 # interleaved per repetition: each repetition runs stream_read (a STREAM-style read written
 # without latprof's code), then both tools on each dtype; a repetition's figures are judged against
-# the mean of the stream_read samples either side of it, and the summary gives medians over them.
+# the mean of the stream_read samples either side of it, and the summary gives medians over them,
+# then each repetition with latprof's own reads and cores' distance around its run.
 #
 # Usage: LLAMA_BENCH=/path/to/llama-bench scripts/bench-vs-llama-cpp.sh MODEL GGUF_F16 GGUF_Q8_0
 #   MODEL: tinyllama-1.1b or llama-2-7b (latprof's built-in synthetic model of those shapes);
@@ -100,7 +101,9 @@ for r in range(1, reps + 1):
                             lp_gbs=dec["bytes"] / (dec["time_ms"] / 1e3), lb_gbs=tg["avg_ts"] * tg["model_size"],
                             dec_bytes=dec["bytes"], dec_ms=dec["time_ms"],
                             fma=100 * pre["achieved_flops_per_s"] / roof(j, d),
-                            cpu=j["machine"].get("cpu", ""), threads=j["run"]["threads"]))
+                            cpu=j["machine"].get("cpu", ""), threads=j["run"]["threads"],
+                            info=j["ceilings"].get("info", {}),
+                            shift=any(c.get("subject") == "decode_step_ms" for c in j.get("checks", []))))
 f = rows[dtypes[0]][0]
 print(f"\n{model}, {f['threads']} threads, {f['cpu']}, {reps} interleaved repetition(s); medians over them")
 print("stream_read (independent) at each repetition boundary: " + ", ".join(f"{b/1e9:.1f}" for b in bws) + " GB/s")
@@ -130,6 +133,22 @@ if "fp16" in rows and "int8" in rows:
           if measured(a) and measured(b)]
     print(f"latprof INT8/FP16 decode speed {speed:.2f}x, byte ratio {byte_ratio:.2f}x ({speed/byte_ratio:.2f} of it); "
           f"llama.cpp Q8_0/F16 " + (f"{med(lb):.2f}x" if lb else "n/a"))
+# Per repetition: a median over repetitions hides a window that flipped inside one; latprof's own
+# reads around its run, how far apart its threads' cores were, and whether its decode steps
+# changed speed (the report's warning) say which repetitions ran in one state.
+print("per repetition: latprof decode tok/s, % of the stream_read around it; latprof's own reads "
+      "before/after its run, its cores' distance before/after")
+for r in range(reps):
+    for d in rows:
+        x = rows[d][r]
+        i = x["info"]
+        def g(k, scale=1.0):
+            v = i.get(k)
+            return f"{v / scale:.0f}" if isinstance(v, (int, float)) else "-"
+        print(f"  rep {r + 1} {d:5} {x['lp_tg']:8.2f} tok/s {100 * x['lp_gbs'] / x['bw']:6.1f}%   reads "
+              f"{g('read_bandwidth_before', 1e9)}/{g('read_bandwidth_after', 1e9)} GB/s   cores "
+              f"{g('core_to_core_ns_before')}/{g('core_to_core_ns_after')} ns"
+              + ("   its decode steps changed speed" if x["shift"] else ""))
 if derived:
     print("llama.cpp decode from -pg INPUT,OUTPUT less -p INPUT (this llama-bench has no -d)")
 if unmeasured:
