@@ -350,7 +350,48 @@ void add_config_warnings(const std::vector<RunReport>& r, const std::vector<std:
     for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + get(r[i]) + " (" + labels[i] + ")";
     w.push_back(s + "; differences are not from the precision alone");
   }
+  // The machine's state, which a shared machine changes from one minute to the next: the memory
+  // roof each run measured around itself, and how far apart its threads' cores were.
+  auto spread = [&](const char* what, const std::function<double(const RunReport&)>& get,
+                    double ratio, const char* unit, double scale, const char* why) {
+    double lo = 0, hi = 0;
+    for (const auto& x : r) {
+      const double v = get(x);
+      if (!(v > 0)) return;  // not measured in every report
+      lo = lo > 0 ? std::min(lo, v) : v;
+      hi = std::max(hi, v);
+    }
+    if (hi <= lo * ratio) return;
+    std::string s = std::string("the runs ") + what + ": ";
+    for (size_t i = 0; i < r.size(); ++i)
+      s += (i ? ", " : "") + fmt_fixed(get(r[i]) / scale, 1) + " " + unit + " (" + labels[i] + ")";
+    w.push_back(s + "; " + why);
+  };
+  spread(
+      "ran at different memory bandwidths (each the mean of the reads around it)",
+      [](const RunReport& x) { return x.ceilings.mem_bw_bytes_per_s; }, 1.2, "GB/s", 1e9,
+      "the machine was faster in some, so time differences are not from the precision alone; "
+      "rerun them back to back, or compare MBU");
+  spread(
+      "had their threads' cores at different distances (a cache line's trip, before each run)",
+      [](const RunReport& x) {
+        const nlohmann::json& ci = x.ceilings_info;
+        return ci.is_object() && ci.contains("core_to_core_ns_before") &&
+                       ci["core_to_core_ns_before"].is_number()
+                   ? ci["core_to_core_ns_before"].get<double>()
+                   : 0.0;
+      },
+      2.0, "ns", 1.0,
+      "the thread pool's synchronisation cost differs between them (on a VM the host placed the "
+      "vCPUs differently)");
   for (size_t i = 0; i < r.size(); ++i) {
+    for (const auto& ch : r[i].checks)
+      if (ch.subject == "decode_step_ms") {
+        w.push_back(labels[i] +
+                    "'s decode steps changed speed during its run: its figures mix "
+                    "two states of the machine");
+        break;
+      }
     if (r[i].run.repeat < 2)
       w.push_back(labels[i] + " has " + std::to_string(r[i].run.repeat) +
                   " repeat: its run-to-run spread is unknown, so no difference can be called "

@@ -159,6 +159,44 @@ TEST(Compare, DifferentModelsAndMachinesWarn) {
   EXPECT_NE(compare_text(c).find("warning: the reports differ in model"), std::string::npos);
 }
 
+// Runs that met the machine in different states (a VM's memory bandwidth and the distance between
+// its vCPUs change from one minute to the next) are not comparable as they are: said once each;
+// within 20% and 2x, or unmeasured in one report, nothing.
+TEST(Compare, RunsInDifferentMachineStatesWarn) {
+  RunReport a = make_report(with_dtype("fp16")), b = make_report(with_dtype("int8"));
+  a.ceilings.mem_bw_bytes_per_s = 37.2e9;
+  b.ceilings.mem_bw_bytes_per_s = 63.4e9;
+  a.ceilings_info = {{"core_to_core_ns_before", 31.0}};
+  b.ceilings_info = {{"core_to_core_ns_before", 158.4}};
+  b.checks.push_back({"warning", "decode_step_ms", "the decode steps ran at two speeds"});
+  auto warnings = [](const RunReport& x, const RunReport& y) {
+    std::string all;
+    for (const auto& w : compare_reports({x, y}, {{"fp16.json", "int8.json"}}).warnings)
+      all += w + "\n";
+    return all;
+  };
+  const std::string all = warnings(a, b);
+  EXPECT_NE(all.find("different memory bandwidths (each the mean of the reads around it): 37.2 "
+                     "GB/s (fp16.json), 63.4 GB/s (int8.json)"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("cores at different distances (a cache line's trip, before each run): 31.0 "
+                     "ns (fp16.json), 158.4 ns (int8.json)"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("int8.json's decode steps changed speed"), std::string::npos) << all;
+  RunReport c = b;
+  c.ceilings.mem_bw_bytes_per_s = 42e9;                  // 13% from a's
+  c.ceilings_info = {{"core_to_core_ns_before", 55.0}};  // under 2x a's
+  c.checks.clear();
+  const std::string none = warnings(a, c);
+  EXPECT_EQ(none.find("memory bandwidths"), std::string::npos) << none;
+  EXPECT_EQ(none.find("distances"), std::string::npos) << none;
+  EXPECT_EQ(none.find("changed speed"), std::string::npos) << none;
+  c.ceilings_info = nlohmann::json::object();  // not measured: nothing to compare
+  EXPECT_EQ(warnings(b, c).find("distances"), std::string::npos);
+}
+
 TEST(Compare, BoundChangeIsMarked) {
   RunReport a = make_report();
   RunReport b = a;

@@ -108,7 +108,16 @@ TEST(CompareCli, RealFp16AndInt8RunsOfTiny) {
       EXPECT_EQ(d["noise"].get<bool>(), std::fabs(d["diff"].get<double>()) <= lim) << s.dump();
     }
   }
-  EXPECT_TRUE(j["warnings"].empty()) << j["warnings"].dump();
+  // Same configuration: no warning but those on the machine's state, which a shared machine may
+  // change between the two runs (its memory bandwidth, its cores' distance, a run that changed
+  // speed inside it).
+  for (const auto& w : j["warnings"]) {
+    const std::string t = w.get<std::string>();
+    EXPECT_TRUE(t.starts_with("the runs ran at different memory bandwidths") ||
+                t.starts_with("the runs had their threads' cores at different distances") ||
+                t.find("decode steps changed speed") != std::string::npos)
+        << t;
+  }
 }
 
 void expect_bad(const std::string& file, const std::string& content, const std::string& what) {
