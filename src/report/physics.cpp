@@ -95,12 +95,6 @@ void check_read_drift(RunReport& r, bool drift_used) {
 constexpr int kShiftSteps = 8;
 constexpr double kStepShift = 0.25;
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void check_step_shift(RunReport& r) {
   const std::vector<double>& d = r.decode_step_ms;
   const int n = int(d.size()), w = kShiftSteps;
@@ -108,8 +102,8 @@ void check_step_shift(RunReport& r) {
   int at = -1;
   double best = 1 + kStepShift, before = 0, after = 0;
   for (int k = w; k + w <= n; ++k) {
-    const double a = median_of({d.begin() + (k - w), d.begin() + k});
-    const double b = median_of({d.begin() + k, d.begin() + (k + w)});
+    const double a = percentiles({d.begin() + (k - w), d.begin() + k}).p50;
+    const double b = percentiles({d.begin() + k, d.begin() + (k + w)}).p50;
     if (a > 0 && b > 0 && std::max(a, b) / std::min(a, b) > best) {
       best = std::max(a, b) / std::min(a, b);
       at = k;
