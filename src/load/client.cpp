@@ -292,6 +292,7 @@ bool Client::Loop::on_event(Transfer& t, const std::string& data) {
     t.r.completion_tokens = c.completion_tokens;
   }
   if (c.prompt_tokens) t.r.prompt_tokens = c.prompt_tokens;
+  if (c.cached_tokens) t.r.cached_tokens = c.cached_tokens;
   if (!c.latprof_timings.is_null()) t.r.latprof_timings = std::move(c.latprof_timings);
   if (!c.timings.is_null()) t.r.timings = std::move(c.timings);
   if (!c.metrics.is_null()) t.r.metrics = std::move(c.metrics);
@@ -387,6 +388,7 @@ void Client::Loop::finish(CURL* easy, CURLcode rc) {
       }
       r.prompt_tokens = c.prompt_tokens;
       r.completion_tokens = c.completion_tokens;
+      r.cached_tokens = c.cached_tokens;
       r.latprof_timings = std::move(c.latprof_timings);
       r.timings = std::move(c.timings);
       r.metrics = std::move(c.metrics);

@@ -46,7 +46,8 @@ struct RequestResult {
   std::vector<int64_t> chunk_tokens;  // tokens in each, where the server said (else 0)
   PhaseTimes phases;
   std::optional<int64_t> prompt_tokens, completion_tokens;  // usage, as the server reported it
-  nlohmann::json latprof_timings, timings, metrics;         // the server's own, null if absent
+  std::optional<int64_t> cached_tokens;              // usage.prompt_tokens_details.cached_tokens
+  nlohmann::json latprof_timings, timings, metrics;  // the server's own, null if absent
   bool saw_done = false;
   int status = 0;          // HTTP status (0: no response)
   std::string error_kind;  // "" on success (see classify in client.cpp)

@@ -79,10 +79,15 @@ struct Prompts {
   std::shared_ptr<const Tokenizer> tokenizer;
   double words_per_token = 1;
 
-  std::string body(int64_t index, int64_t& in, int64_t& out) const {
-    // One generator per request, from the seed and the index: request i's prompt does not
-    // depend on the order requests were sent in.
-    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + uint64_t(index) + 1);
+  // Request `index` of `stream` (every point of a sweep, every probe of a rate search and every
+  // warm-up sends a stream of its own). Its lengths come from the seed and the index alone, so
+  // every point asks for the same lengths; its tokens from the stream too, so no point repeats
+  // another's prompts and a server's prefix cache cannot serve a later point's prefill. Neither
+  // depends on the order requests were sent in.
+  std::string body(uint64_t stream, int64_t index, int64_t& in, int64_t& out) const {
+    const uint64_t request_seed = seed * 0x9E3779B97F4A7C15ull + uint64_t(index) + 1;
+    std::mt19937_64 rng(request_seed);
+    const uint64_t token_seed = request_seed + stream * 0xBF58476D1CE4E5B9ull;
     Prompt p;
     const std::vector<int64_t>* blocks = nullptr;
     if (!dataset.empty()) {
@@ -99,11 +104,11 @@ struct Prompts {
     if (p.text.empty()) {
       // Position i's generator: the request's own, or within a trace's hash block, the
       // block's (the same block id gives the same tokens in every request that names it).
-      std::mt19937_64 block_rng;
+      std::mt19937_64 tokens_rng(token_seed), block_rng;
       int64_t block = -1;
       auto gen = [&](int64_t i) -> std::mt19937_64& {
         const int64_t b = i / kTraceBlockTokens;
-        if (!blocks || b >= int64_t(blocks->size())) return rng;
+        if (!blocks || b >= int64_t(blocks->size())) return tokens_rng;
         if (b != block) {
           block = b;
           block_rng.seed(seed * 0xD1B54A32D192ED03ull + uint64_t((*blocks)[size_t(b)]));
@@ -111,10 +116,11 @@ struct Prompts {
         return block_rng;
       };
       if (endpoint == Endpoint::chat && tokenizer && !blocks) {
-        p.text = tokenizer->make_prompt(in, seed * 0x9E3779B97F4A7C15ull + uint64_t(index) + 1);
+        p.text = tokenizer->make_prompt(in, token_seed);
       } else if (endpoint == Endpoint::chat) {
         std::uniform_int_distribution<size_t> w(0, std::size(kWords) - 1);
-        if (!blocks) p.text = "request " + std::to_string(index);  // unique from the start
+        if (!blocks)  // unique from the start
+          p.text = "request " + std::to_string(stream) + "." + std::to_string(index);
         const int64_t words = std::max<int64_t>(1, std::llround(double(in) * words_per_token));
         for (int64_t i = blocks ? 0 : 2; i < words; ++i)
           p.text.append(p.text.empty() ? "" : " ").append(kWords[w(gen(i))]);
@@ -164,10 +170,12 @@ struct Setup {
   std::string metrics_url;  // "" : not scraped
 };
 
-RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const Point& pt) {
-  auto make = [&s](int64_t offset) {
-    return [&s, offset](int64_t i, int64_t& in, int64_t& out) {
-      return s.prompts.body(i + offset, in, out);
+// Runs point number `k` of the invocation (a sweep's point or a search's probe).
+RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const Point& pt,
+                    uint64_t k) {
+  auto make = [&s](uint64_t stream) {
+    return [&s, stream](int64_t i, int64_t& in, int64_t& out) {
+      return s.prompts.body(stream, i, in, out);
     };
   };
   if (o.warmup > 0) {  // excluded from the figures; prompts of their own
@@ -176,12 +184,12 @@ RunResult run_point(Client& client, const LoadOptions& o, const Setup& s, const 
                     : o.max_concurrency > 0 ? std::min(o.max_concurrency, o.warmup)
                                             : o.warmup;
     w.max_requests = o.warmup;
-    w.make_body = make(int64_t(1) << 40);
+    w.make_body = make(2 * k + 1);
     w.stop = o.stop;
     client.run(w);
   }
   LoadPlan p;
-  p.make_body = make(0);
+  p.make_body = make(2 * k);
   p.metrics_url = s.metrics_url;
   p.stop = o.stop;
   p.max_requests = s.requests;
@@ -591,7 +599,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
     }
     nlohmann::json probes = nlohmann::json::array();
     auto probe = [&](double rate) {
-      const RunResult r = run_point(client, o, s, {rate, {}});
+      const RunResult r = run_point(client, o, s, {rate, {}}, probes.size());
       out.interrupted = out.interrupted || r.stopped;
       nlohmann::json pj = point_json(r, s.slo, s.metrics_url, physics.get());
       out.csv += requests_csv(r, s.slo, fmt_fixed(rate, 3), out.csv.empty());
@@ -643,7 +651,7 @@ LoadOutput run_load_command(const LoadOptions& o) {
   nlohmann::json pts = nlohmann::json::array();
   for (const Point& p : points) {
     if (out.interrupted) break;  // the points after an interruption are not run
-    const RunResult r = run_point(client, o, s, p);
+    const RunResult r = run_point(client, o, s, p, pts.size());
     out.interrupted = out.interrupted || r.stopped;
     nlohmann::json pj = point_json(r, s.slo, s.metrics_url, physics.get());
     const std::string label = p.rate ? (std::isinf(*p.rate) ? "inf" : fmt_fixed(*p.rate, 3))

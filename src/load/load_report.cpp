@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 
 #include "report/report.hpp"
@@ -169,10 +170,12 @@ nlohmann::json dist(const std::vector<double>& v) {
   return v.empty() ? nlohmann::json() : percentiles_to_json(percentiles(v));
 }
 
+// Prompt tokens the server found in its prefix cache, as it reported them.
 std::optional<int64_t> prefix_hits(const RequestResult& r) {
   if (r.timings.is_object() && r.timings.contains("cache_n") &&
-      r.timings["cache_n"].is_number_integer())
-    return r.timings["cache_n"].get<int64_t>();
+      r.timings["cache_n"].is_number_integer() && r.timings["cache_n"].get<int64_t>() >= 0)
+    return r.timings["cache_n"].get<int64_t>();                          // llama.cpp, latprof serve
+  if (r.cached_tokens && *r.cached_tokens >= 0) return r.cached_tokens;  // OpenAI's usage
   return std::nullopt;
 }
 
@@ -352,11 +355,17 @@ nlohmann::json in_flight_json(const std::vector<RequestResult>& requests) {
 
 std::vector<std::string> load_notes(const RunResult& run) {
   std::vector<std::string> notes;
-  int64_t prompt_diff = 0, output_diff = 0, ok = 0;
+  int64_t prompt_diff = 0, output_diff = 0, ok = 0, hit_requests = 0, hit_tokens = 0,
+          hit_prompt_tokens = 0;
   double prompt_asked = 0, prompt_got = 0;
   for (const RequestResult& r : run.requests) {
     if (!r.ok()) continue;
     ++ok;
+    if (const auto h = prefix_hits(r); h && r.prompt_tokens) {
+      hit_prompt_tokens += *r.prompt_tokens;
+      hit_tokens += *h;
+      hit_requests += 2 * *h >= *r.prompt_tokens && *h > 0;
+    }
     if (r.prompt_tokens && r.asked_input > 0 && *r.prompt_tokens != r.asked_input) {
       ++prompt_diff;
       prompt_asked += double(r.asked_input);
@@ -386,6 +395,19 @@ std::vector<std::string> load_notes(const RunResult& run) {
     o << output_diff << " of " << ok
       << " requests generated a number of tokens other than max_tokens (usage.completion_tokens): "
          "the server may ignore ignore_eos or cap the length";
+    notes.push_back(o.str());
+    o.str("");
+  }
+  // A chat template's tokens, shared by every request, are a small part of a prompt; a request
+  // that found half of its prompt in the server's prefix cache sent a prompt the server had seen
+  // (a dataset's repeated texts, a trace's shared blocks, an earlier run's prompts).
+  if (hit_requests > 0) {
+    o << hit_requests << " of " << ok
+      << " requests found at least half of their prompt in the server's prefix cache ("
+      << hit_tokens << " of " << hit_prompt_tokens << " prompt tokens, " << std::fixed
+      << std::setprecision(1) << 100.0 * double(hit_tokens) / double(hit_prompt_tokens)
+      << "%, in prefix_hit_tokens): their prefill covered only the rest, so TTFT is lower than "
+         "for prompts the server has not seen (another --seed draws other prompts)";
     notes.push_back(o.str());
   }
   return notes;

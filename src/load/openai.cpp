@@ -86,6 +86,8 @@ bool parse_chunk(const char* data, size_t n, Endpoint e, Chunk& out, std::string
   if (usage != j.end()) {
     out.prompt_tokens = count_field(*usage, "prompt_tokens");
     out.completion_tokens = count_field(*usage, "completion_tokens");
+    if (const auto d = usage->find("prompt_tokens_details"); d != usage->end() && d->is_object())
+      out.cached_tokens = count_field(*d, "cached_tokens");
   }
   if (const auto it = j.find("latprof_timings"); it != j.end()) out.latprof_timings = *it;
   if (const auto it = j.find("timings"); it != j.end()) out.timings = *it;

@@ -31,6 +31,9 @@ struct Chunk {
   bool content = false;  // carries generated text (choices[0].text or delta.content)
   // usage, when present: on vLLM's continuous usage stats in every chunk, cumulative
   std::optional<int64_t> prompt_tokens, completion_tokens;
+  // usage.prompt_tokens_details.cached_tokens (OpenAI, vLLM, SGLang): prompt tokens the server
+  // found in its prefix cache
+  std::optional<int64_t> cached_tokens;
   nlohmann::json latprof_timings, timings, metrics;  // null where absent
   std::optional<std::string> error;                  // an {"error": {...}} event
 };

@@ -104,6 +104,9 @@ struct StubOptions {
   bool refuses_ignore_eos = false;
   bool metrics = true;              // serve GET /metrics (latprof: gauges)
   int64_t extra_prompt_tokens = 0;  // usage.prompt_tokens = tokens asked + this
+  // A prefix cache as OpenAI reports it: usage.prompt_tokens_details.cached_tokens, the longest
+  // prefix a token-id prompt shares with any earlier one.
+  bool prefix_cache = false;
   std::function<Reply(int64_t seq)> reply = [](int64_t) { return Reply::ok; };
 };
 
@@ -150,7 +153,7 @@ class StubServer {
     std::string in;
     bool active = false;  // a request is being answered
     bool chat = false;
-    int64_t tokens = 0, emitted = 0, prompt_tokens = 0;
+    int64_t tokens = 0, emitted = 0, prompt_tokens = 0, cached_tokens = 0;
     double recv_ms = 0, first_ms = 0, last_ms = 0;
     Reply reply = Reply::ok;
   };
@@ -321,11 +324,20 @@ class StubServer {
     const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
     c.chat = head.find("/chat/") != std::string::npos;
     c.tokens = j.is_object() && j.contains("max_tokens") ? j["max_tokens"].get<int64_t>() : 16;
-    c.prompt_tokens = 0;
+    c.prompt_tokens = c.cached_tokens = 0;
     if (j.is_object() && j.contains("prompt") && j["prompt"].is_array()) {
       c.prompt_tokens = int64_t(j["prompt"].size());
+      auto prompt = j["prompt"].get<std::vector<int64_t>>();
       std::lock_guard<std::mutex> l(mu_);
-      stats_.prompts.push_back(j["prompt"].get<std::vector<int64_t>>());
+      for (const auto& seen : stats_.prompts) {
+        const auto n = std::min(seen.size(), prompt.size());
+        c.cached_tokens = std::max(
+            c.cached_tokens,
+            int64_t(std::mismatch(seen.begin(), seen.begin() + std::ptrdiff_t(n), prompt.begin())
+                        .first -
+                    seen.begin()));
+      }
+      stats_.prompts.push_back(std::move(prompt));
     }
     if (j.is_object() && j.contains("messages")) {
       const std::string t = j["messages"][0]["content"].get<std::string>();
@@ -416,6 +428,8 @@ class StubServer {
                             {{"prompt_tokens", c.prompt_tokens},
                              {"completion_tokens", c.tokens},
                              {"total_tokens", c.prompt_tokens + c.tokens}}}};
+    if (o_.prefix_cache)
+      last["usage"]["prompt_tokens_details"] = {{"cached_tokens", c.cached_tokens}};
     if (o_.latprof_timings) {
       const double end = now_ms();
       last["latprof_timings"] = {{"gateway_ms", 0.0},

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_util.hpp"
@@ -223,6 +224,54 @@ TEST(LoadCli, SweepsAndEveryRequestFailing) {
   j = read_json(js);
   EXPECT_EQ(j["summary"]["errors"]["connection_refused"], 3);
   EXPECT_EQ(j["requests"][0]["error"]["kind"], "connection_refused");
+}
+
+// Every point of a sweep (and its warm-up) sends prompts of its own, of the same lengths per
+// request index: a server's prefix cache cannot serve a later point's prefill. A server that has
+// seen the prompts before says so (OpenAI's usage.prompt_tokens_details.cached_tokens), and the
+// report notes it.
+TEST(LoadCli, EveryPointSendsPromptsOfItsOwn) {
+  load_test::StubOptions so;
+  so.ttft_ms = 2;
+  so.itl_ms = 1;
+  so.latprof_timings = false;
+  so.prefix_cache = true;
+  load_test::StubServer stub(so);
+  const auto d = cli_test::temp_dir("load-prompts");
+  const std::string js = (d / "p.json").string();
+  const std::string args = "--url " + stub.url() +
+                           " --concurrency 1,2 --requests 4 --warmup 2 --input uniform:20:40 "
+                           "--output 2 --metrics-url none --json " +
+                           js;
+  auto r = load(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto prompts = stub.stats().prompts;
+  ASSERT_EQ(prompts.size(), 12u);  // two points of 2 warm-up and 4 measured requests
+  for (size_t a = 0; a < prompts.size(); ++a)
+    for (size_t b = a + 1; b < prompts.size(); ++b)
+      EXPECT_FALSE(std::equal(prompts[a].begin(), prompts[a].begin() + 8, prompts[b].begin()))
+          << "prompts " << a << " and " << b << " share their first 8 tokens";
+  json j = read_json(js);
+  ASSERT_EQ(j["points"].size(), 2u);
+  for (const auto& p : j["points"]) {
+    EXPECT_EQ(p["notes"].dump().find("prefix cache"), std::string::npos) << p["notes"];
+    for (const auto& q : p["requests"]) EXPECT_LT(q["prefix_hit_tokens"].get<int>(), 8) << q;
+  }
+  std::map<int64_t, int64_t> asked;  // the same lengths per request index at both points
+  for (const auto& q : j["points"][0]["requests"]) asked[q["id"]] = q["asked_input_tokens"];
+  for (const auto& q : j["points"][1]["requests"])
+    EXPECT_EQ(q["asked_input_tokens"].get<int64_t>(), asked.at(q["id"])) << q;
+
+  // The same invocation again: the server has seen every prompt.
+  r = load(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: 4 of 4 requests found at least half of their prompt in the "
+                       "server's prefix cache"),
+            std::string::npos)
+      << r.out;
+  j = read_json(js);
+  for (const auto& q : j["points"][1]["requests"])
+    EXPECT_EQ(q["prefix_hit_tokens"], q["input_tokens"]) << q;
 }
 
 TEST(LoadCli, FindMaxRateAndTraceReplay) {
