@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -195,9 +196,26 @@ CommandFn add_serve_command(CLI::App& app) {
     std::printf("latprof serve: loading %s; %s/health answers 503 until it is ready\n",
                 fl.model.model.c_str(), srv.url().c_str());
     std::fflush(stdout);
-    loaded = std::make_unique<server::ServingModel>(fl.model);
+    // Loading and the warm-up run OpenMP parallel regions, and OpenMP keeps a team of threads
+    // for every thread that ran one. Beside the engine thread's own team, the main thread's would
+    // make more threads than CPUs (libgomp counts idle teams too), and libgomp then lets every
+    // worker spin only ~1,000 iterations before it sleeps: each of a decode step's ~100 parallel
+    // regions paid a futex wake-up (TPOT 20.7-21.1 ms against 17.8 for `latprof run` on the same
+    // request, reports/serve.md). On a thread of their own, their team ends with the thread.
+    {
+      std::exception_ptr failed;
+      std::thread loader([&] {
+        try {
+          loaded = std::make_unique<server::ServingModel>(fl.model);
+          srv.attach(*loaded);
+        } catch (...) {
+          failed = std::current_exception();
+        }
+      });
+      loader.join();
+      if (failed) std::rethrow_exception(failed);
+    }
     server::ServingModel& model = *loaded;
-    srv.attach(model);
     const EngineShape& e = model.shape();
     std::printf(
         "latprof serve: %s (%s, %s on %s) as '%s', KV cache (%s) %lld blocks of %lld tokens (%s), "
