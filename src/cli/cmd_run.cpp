@@ -15,6 +15,7 @@
 #include "report/compare.hpp"
 #include "report/exports.hpp"
 #include "report/table.hpp"
+#include "runner/model.hpp"
 #include "runner/preflight.hpp"
 #include "runner/runner.hpp"
 
@@ -39,7 +40,8 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
   sub->add_option("--dtype", o->dtype,
                   "Weight precision: fp16, int8 (weight-only, W8A16) or int8-w8a8 (activations "
                   "rounded to int8 too; CPU backend); a list such as fp16,int8 runs each in turn "
-                  "and prints their comparison")
+                  "and prints their comparison. Not given: int8 for a GGUF whose matrices are "
+                  "Q8_0, else fp16")
       ->capture_default_str();
   sub->add_option(
          "--kv-dtype", o->kv_dtype,
@@ -191,6 +193,10 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
       usage_error("--prompt is empty; give some text, or --input N for a synthetic prompt");
     o->graphs = !*no_graph;
     o->keep_timeline = !ex->trace.empty() || !ex->html.empty();
+    if (sub->count("--dtype") == 0) {  // the model file's own precision
+      o->dtype = implied_dtype(model_file_dtype(o->model));
+      o->dtype_implied = true;
+    }
     std::vector<std::string> dtypes;
     {
       std::stringstream ss(o->dtype);

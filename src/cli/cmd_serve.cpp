@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/input_file.hpp"
+#include "runner/model.hpp"
 #include "server/chat_template.hpp"
 #include "server/gateway.hpp"
 #include "server/server.hpp"
@@ -56,7 +57,8 @@ CommandFn add_serve_command(CLI::App& app) {
                   "directory")
       ->capture_default_str();
   sub->add_option("--dtype", m.dtype,
-                  "Weight precision: fp16, int8 (W8A16) or int8-w8a8 (CPU backend)")
+                  "Weight precision: fp16, int8 (W8A16) or int8-w8a8 (CPU backend). Not given: "
+                  "int8 for a GGUF whose matrices are Q8_0, else fp16")
       ->capture_default_str();
   sub->add_option(
          "--kv-dtype", m.kv_dtype,
@@ -164,6 +166,10 @@ CommandFn add_serve_command(CLI::App& app) {
     if (fl.prefix_cache != "on" && fl.prefix_cache != "off")
       usage_error("--prefix-cache must be on or off (got '" + fl.prefix_cache + "')");
     fl.model.prefix_cache = fl.prefix_cache == "on";
+    // --dtype not given: the model file's own precision (int8 for Q8_0 matrices).
+    const std::string file_dtype = model_file_dtype(fl.model.model);
+    const bool dtype_implied = sub->count("--dtype") == 0;
+    if (dtype_implied) fl.model.dtype = implied_dtype(file_dtype);
     // Chat template: a family name, a template file, or the model's own.
     if (!fl.chat_template.empty()) {
       if (server::chat_template_from_name(fl.chat_template, so.chat_template)) {
@@ -226,6 +232,10 @@ CommandFn add_serve_command(CLI::App& app) {
         (long long)e.block_size, fmt_bytes(model.kv_bytes()).c_str(), (long long)e.max_model_len,
         server::chat_template_name(so.chat_template), so.chat_template_source.c_str(),
         fmt_ms(model.load_ms()).c_str());
+    if (const std::string n =
+            file_dtype_note(file_dtype, model.model().weight_type(), dtype_implied);
+        !n.empty())
+      std::printf("latprof serve: %s\n", n.c_str());
     std::printf("latprof serve: listening on %s\n", srv.url().c_str());
     std::fflush(stdout);
     std::thread signals([&] {

@@ -3,6 +3,7 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "model/loaders.hpp"
 
 namespace latprof {
 
@@ -41,6 +42,27 @@ WeightType weight_type_for(WeightFormat f) {
 void check_backend_runs(const Backend& b, WeightType t) {
   std::string why;
   if (!b.supports(t, &why)) usage_error("--dtype " + std::string(dtype_name(t)) + ": " + why);
+}
+
+std::string model_file_dtype(const std::string& model) {
+  return is_model_file(model) ? open_model_file(model).file_dtype : "";
+}
+
+std::string implied_dtype(const std::string& file_dtype) {
+  return file_dtype == "Q8_0" ? "int8" : "fp16";
+}
+
+std::string file_dtype_note(const std::string& file_dtype, WeightType t, bool implied) {
+  if (file_dtype != "Q8_0") return "";
+  if (t == WeightType::f16)
+    return "the model file's matrices are Q8_0, dequantised to FP16 at load (--dtype fp16): 1.9x "
+           "the bytes the file stores (2 a weight against 34 per 32), and FP16's arithmetic; "
+           "without --dtype a Q8_0 file runs as int8";
+  if (implied)
+    return std::string("--dtype ") + dtype_name(t) +
+           " taken from the model file, whose matrices are Q8_0 (--dtype fp16 dequantises them "
+           "instead); the Q8_0 blocks of 32 are requantised at load to one scale per row";
+  return "";
 }
 
 KvType kv_type_for(const std::string& flag) {

@@ -50,6 +50,16 @@ int64_t default_max_batched_tokens(const Backend& b);
 WeightType weight_type_for(WeightFormat f);
 // Throws UsageError (naming the backend's reason and what to do) when b cannot run weight type t.
 void check_backend_runs(const Backend& b, WeightType t);
+// The type most of a model file's matrices are stored in ("F16", "BF16", "F32", "Q8_0"), or ""
+// for a built-in model or a model config. Opens the file's header; the weights stay unread.
+std::string model_file_dtype(const std::string& model);
+// The --dtype a model file's type implies when none is given: "int8" for Q8_0 (the file's own
+// precision, as llama.cpp runs it), else "fp16".
+std::string implied_dtype(const std::string& file_dtype);
+// What a report says of a model file's stored precision against the run's weight type t (""
+// when there is nothing to say): Q8_0 matrices dequantised to FP16, or INT8 chosen because the
+// file is Q8_0 (`implied`: --dtype was not given).
+std::string file_dtype_note(const std::string& file_dtype, WeightType t, bool implied);
 // --kv-dtype: "fp16" or "bf16" (UsageError otherwise); and whether backend b keeps it.
 KvType kv_type_for(const std::string& flag);
 void check_backend_kv(const Backend& b, KvType t);

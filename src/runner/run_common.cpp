@@ -243,6 +243,8 @@ void open_run_model(const RunOptions& o, RunSetup& s) {
   (void)kv_type_for(o.kv_dtype);  // a bad --kv-dtype fails before the model opens
   s.om = open_model(o.model, o.seed);
   s.wtype = weight_type_for(wanted.weights);
+  if (const std::string n = file_dtype_note(s.om.file_dtype, s.wtype, o.dtype_implied); !n.empty())
+    s.r.notes.push_back(n);
 }
 
 void open_run_backend(const RunOptions& o, RunSetup& s) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/cli_util.hpp"
+#include "support/model_writer.hpp"
 
 namespace {
 
@@ -146,6 +147,38 @@ TEST(RunCli, KvDtypeRecordedAndInEffect) {
   EXPECT_EQ(b["run"]["kv_dtype"], "bf16");
   // The same bytes per element: the cost model's decode bytes do not change.
   EXPECT_EQ(stage(a, "decode")["bytes"], stage(b, "decode")["bytes"]);
+}
+
+// Without --dtype a Q8_0 GGUF runs in its own precision (int8), an F16 one in fp16; --dtype fp16
+// on a Q8_0 file dequantises it, and the report says so either way.
+TEST(RunCli, DtypeFollowsTheModelFileUnlessGiven) {
+  const std::string dir = latprof::testing::temp_dir("run-q8");
+  const auto m = latprof::testing::make_tiny_llama(6);
+  latprof::testing::write_file(dir + "/q8.gguf", latprof::testing::tiny_gguf_bytes(m, 8));
+  latprof::testing::write_file(dir + "/f16.gguf", latprof::testing::tiny_gguf_bytes(m, 1));
+  auto run_file = [&](const std::string& args) {
+    const std::string path = dir + "/r.json";
+    fs::remove(path);
+    const auto r = latprof("run --quiet -i 8 -o 2 -r 1 " + args + " --json " + path);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(cli_test::slurp(path));
+  };
+  auto has_note = [](const nlohmann::json& j, const std::string& text) {
+    for (const auto& n : j["notes"])
+      if (n.get<std::string>().find(text) != std::string::npos) return true;
+    return false;
+  };
+  const auto q8 = run_file("--model " + dir + "/q8.gguf");
+  EXPECT_EQ(q8["run"]["dtype"], "int8");
+  EXPECT_TRUE(has_note(q8, "--dtype int8 taken from the model file")) << q8["notes"];
+  const auto q8_fp16 = run_file("--model " + dir + "/q8.gguf --dtype fp16");
+  EXPECT_EQ(q8_fp16["run"]["dtype"], "fp16");
+  EXPECT_TRUE(has_note(q8_fp16, "Q8_0, dequantised to FP16")) << q8_fp16["notes"];
+  const auto q8_int8 = run_file("--model " + dir + "/q8.gguf --dtype int8");
+  EXPECT_FALSE(has_note(q8_int8, "taken from the model file")) << q8_int8["notes"];
+  const auto f16 = run_file("--model " + dir + "/f16.gguf");
+  EXPECT_EQ(f16["run"]["dtype"], "fp16");
+  EXPECT_FALSE(has_note(f16, "Q8_0")) << f16["notes"];
 }
 
 TEST(RunCli, GreedyTokensReproducibleAcrossThreadCounts) {

@@ -50,6 +50,24 @@ TEST(ServeModels, GgufChatTemplateAndName) {
   EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
 }
 
+// A Q8_0 GGUF serves in its own precision unless --dtype says otherwise, and the server says so.
+TEST(ServeModels, AQ8_0FileServesAsInt8) {
+  const std::string dir = latprof::testing::temp_dir("serve_q8");
+  const auto m = latprof::testing::make_tiny_llama(5);
+  latprof::testing::write_file(dir + "/q8.gguf", latprof::testing::tiny_gguf_bytes(m, 8));
+  {
+    ServerProcess srv({"--model", dir + "/q8.gguf", "--kv-cache-memory", "16MiB"});
+    EXPECT_NE(srv.banner.find("(int8, cpu"), std::string::npos) << srv.banner;
+    EXPECT_NE(srv.banner.find("--dtype int8 taken from the model file"), std::string::npos)
+        << srv.banner;
+    EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+  }
+  ServerProcess srv({"--model", dir + "/q8.gguf", "--kv-cache-memory", "16MiB", "--dtype", "fp16"});
+  EXPECT_NE(srv.banner.find("(fp16, cpu"), std::string::npos) << srv.banner;
+  EXPECT_NE(srv.banner.find("Q8_0, dequantised to FP16"), std::string::npos) << srv.banner;
+  EXPECT_EQ(srv.stop(SIGTERM, 30), 0);
+}
+
 TEST(ServeModels, HuggingFaceDirectoryChatTemplate) {
   const std::string dir = latprof::testing::temp_dir("serve_hf");
   const auto m = latprof::testing::make_tiny_llama(4);
