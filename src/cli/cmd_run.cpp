@@ -12,6 +12,7 @@
 #include "core/utf8.hpp"
 #include "core/workload.hpp"
 #include "model/cost_model.hpp"
+#include "model/open.hpp"
 #include "report/compare.hpp"
 #include "report/exports.hpp"
 #include "report/table.hpp"

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/input_file.hpp"
+#include "model/open.hpp"
 #include "runner/model.hpp"
 #include "server/chat_template.hpp"
 #include "server/gateway.hpp"

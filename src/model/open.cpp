@@ -18,6 +18,12 @@ bool names_a_path(const std::string& s) {
 }
 }  // namespace
 
+std::string model_file_dtype(const std::string& name_or_path) {
+  if (name_or_path.empty()) return "";
+  if (names_a_path(name_or_path)) check_input_path(name_or_path, "model", /*allow_dir=*/true);
+  return is_model_file(name_or_path) ? open_model_file(name_or_path).file_dtype : "";
+}
+
 OpenedModel open_model(const std::string& name_or_path, uint64_t seed) {
   if (name_or_path.empty()) usage_error("--model needs a built-in model name or a path");
   // Path problems (missing, symbolic-link loop, a name too long, a device or a /proc file,

@@ -21,4 +21,9 @@ struct OpenedModel {
 
 OpenedModel open_model(const std::string& name_or_path, uint64_t seed);
 
+// The type most of a model file's matrices are stored in ("F16", "BF16", "F32", "Q8_0"), or ""
+// for a built-in model or a model config. The path is checked as open_model checks it (the same
+// errors); the file's header is read, its weights are not.
+std::string model_file_dtype(const std::string& name_or_path);
+
 }  // namespace latprof

@@ -3,7 +3,6 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
-#include "model/loaders.hpp"
 
 namespace latprof {
 
@@ -42,10 +41,6 @@ WeightType weight_type_for(WeightFormat f) {
 void check_backend_runs(const Backend& b, WeightType t) {
   std::string why;
   if (!b.supports(t, &why)) usage_error("--dtype " + std::string(dtype_name(t)) + ": " + why);
-}
-
-std::string model_file_dtype(const std::string& model) {
-  return is_model_file(model) ? open_model_file(model).file_dtype : "";
 }
 
 std::string implied_dtype(const std::string& file_dtype) {

@@ -50,9 +50,6 @@ int64_t default_max_batched_tokens(const Backend& b);
 WeightType weight_type_for(WeightFormat f);
 // Throws UsageError (naming the backend's reason and what to do) when b cannot run weight type t.
 void check_backend_runs(const Backend& b, WeightType t);
-// The type most of a model file's matrices are stored in ("F16", "BF16", "F32", "Q8_0"), or ""
-// for a built-in model or a model config. Opens the file's header; the weights stay unread.
-std::string model_file_dtype(const std::string& model);
 // The --dtype a model file's type implies when none is given: "int8" for Q8_0 (the file's own
 // precision, as llama.cpp runs it), else "fp16".
 std::string implied_dtype(const std::string& file_dtype);
