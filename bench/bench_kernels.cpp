@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <vector>
 
 #include "core/half.hpp"
@@ -215,30 +216,49 @@ void BM_Step(benchmark::State& state) {
 // Decode attention (n_seq 1) at llama-2-7b's heads (model 0: 32 heads, hd 128) or
 // tinyllama-1.1b's (model 1: 32 query heads on 4 kv heads, hd 64): enough distinct caches of
 // `context` positions are rotated that > 1.1 GB is touched between reuses (more than any L3
-// here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read. kv: 0 an fp16
-// cache, 1 bf16 (vdpbf16ps where the CPU has AVX512-BF16), 2 bf16 widened to fp32.
+// here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read (an int8 cache's
+// scales included). kv: 0 an fp16 cache, 1 bf16 (vdpbf16ps where the CPU has AVX512-BF16), 2 bf16
+// widened to fp32, 3 int8 (vpdpbusd scores where the CPU has AVX512-VNNI), 4 int8 widened.
 // args: context, n_new, model, kv
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t ctx = state.range(0), n_new = state.range(1);
   const bool tiny = state.range(2) == 1;
-  const auto kv = state.range(3) == 0 ? lc::KvType::f16 : lc::KvType::bf16;
-  lc::allow_bf16_dot(state.range(3) != 2);
+  const int64_t kind = state.range(3);
+  const auto kv = kind == 0 ? lc::KvType::f16 : kind <= 2 ? lc::KvType::bf16 : lc::KvType::i8;
+  lc::allow_kv_dot(kind != 2 && kind != 4);
   const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
   const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
   const double ceiling = read_bw();
   const size_t cache_elems = size_t(ctx * kv_dim);
-  const double bytes = 2.0 * double(cache_elems) * 2.0;  // K + V, 2 bytes an element
+  const size_t cache_bytes = size_t(ctx * lc::kv_row_bytes(kv, n_kv, hd));
+  const double bytes = 2.0 * double(cache_bytes);  // K + V
   const int copies = int(1.1e9 / bytes) + 1;
-  std::unique_ptr<uint8_t[], FreeDeleter> k(huge_alloc(cache_elems * 2 * size_t(copies))),
-      v(huge_alloc(cache_elems * 2 * size_t(copies)));
-  auto* kc = reinterpret_cast<uint16_t*>(k.get());
-  auto* vc = reinterpret_cast<uint16_t*>(v.get());
-  lc::fill_f16(kc, int64_t(cache_elems) * copies, 31, 1.0f);
-  lc::fill_f16(vc, int64_t(cache_elems) * copies, 32, 1.0f);
-  if (kv == lc::KvType::bf16)  // the same values, rounded to bf16
-    for (uint16_t* c : {kc, vc})
-      for (size_t i = 0; i < cache_elems * size_t(copies); ++i)
-        c[i] = latprof::float_to_bf16(latprof::half_to_float(c[i]));
+  std::unique_ptr<uint8_t[], FreeDeleter> k(huge_alloc(cache_bytes * size_t(copies))),
+      v(huge_alloc(cache_bytes * size_t(copies)));
+  if (kv == lc::KvType::i8) {  // fp16 fill's values, quantised
+    std::vector<uint16_t> h(cache_elems);
+    std::vector<float> kf(cache_elems), vf(cache_elems);
+    lc::fill_f16(h.data(), int64_t(h.size()), 31, 1.0f);
+    for (size_t i = 0; i < h.size(); ++i) kf[i] = latprof::half_to_float(h[i]);
+    lc::fill_f16(h.data(), int64_t(h.size()), 32, 1.0f);
+    for (size_t i = 0; i < h.size(); ++i) vf[i] = latprof::half_to_float(h[i]);
+    std::vector<int32_t> slots(static_cast<size_t>(ctx));
+    std::iota(slots.begin(), slots.end(), 0);
+    lc::kv_store_paged(kf.data(), vf.data(), ctx, slots.data(), n_kv, hd, kv, k.get(), v.get());
+    for (int c = 1; c < copies; ++c) {
+      std::memcpy(k.get() + size_t(c) * cache_bytes, k.get(), cache_bytes);
+      std::memcpy(v.get() + size_t(c) * cache_bytes, v.get(), cache_bytes);
+    }
+  } else {
+    auto* kc = reinterpret_cast<uint16_t*>(k.get());
+    auto* vc = reinterpret_cast<uint16_t*>(v.get());
+    lc::fill_f16(kc, int64_t(cache_elems) * copies, 31, 1.0f);
+    lc::fill_f16(vc, int64_t(cache_elems) * copies, 32, 1.0f);
+    if (kv == lc::KvType::bf16)  // the same values, rounded to bf16
+      for (uint16_t* c : {kc, vc})
+        for (size_t i = 0; i < cache_elems * size_t(copies); ++i)
+          c[i] = latprof::float_to_bf16(latprof::half_to_float(c[i]));
+  }
   std::vector<float> q(size_t(n_new * qd)), out(q.size());
   lc::fill_f32(q.data(), int64_t(q.size()), 7, 0.0f, 1.0f);
   // Each cache copy is one block of ctx positions; the new tokens are its last n_new.
@@ -248,8 +268,9 @@ void BM_AttentionDecode(benchmark::State& state) {
   int next = 0;
   const WallTimer timer;
   for (auto _ : state) {
-    const size_t off = size_t(next) * cache_elems;
-    lc::attention_paged(q.data(), kv, kc + off, vc + off, batch, n_heads, n_kv, hd, 0, out.data());
+    const size_t off = size_t(next) * cache_bytes;
+    lc::attention_paged(q.data(), kv, k.get() + off, v.get() + off, batch, n_heads, n_kv, hd, 0,
+                        out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
     next = (next + 1) % copies;
@@ -261,7 +282,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.counters["us_per_layer"] = dt / it * 1e6;
   state.counters["copies"] = copies;
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
-  lc::allow_bf16_dot(true);
+  lc::allow_kv_dot(true);
 }
 
 // Prefill attention (one sequence, causal, fp16 KV cache) of `tokens` new tokens after `past`
@@ -406,7 +427,7 @@ BENCHMARK(BM_Step)
     ->UseRealTime();
 
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}, {0, 1, 2}})
+    ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}, {0, 1, 2, 3, 4}})
     ->Args({2048, 4, 0, 0})
     ->ArgNames({"ctx", "n_new", "model", "kv"})
     ->Unit(benchmark::kMicrosecond)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -17,25 +18,40 @@ namespace latprof::cpu {
 namespace detail {
 namespace {
 
-inline float kv_value(KvType kv, uint16_t x) {
-  return kv == KvType::bf16 ? bf16_to_float(x) : half_to_float(x);
+// dst[0 .. hd) = the cache slice of (row, kv head kvh) in fp32.
+void widen_slice(const AttnArgs& a, const void* cache, int64_t row, int kvh, float* dst) {
+  const int64_t at = row * a.row_elems() + kvh * a.slice_elems();
+  if (a.kv == KvType::i8) {
+    const int8_t* x = static_cast<const int8_t*>(cache) + at;
+    float scale;
+    std::memcpy(&scale, x + a.hd, sizeof scale);
+    for (int d = 0; d < a.hd; ++d) dst[d] = float(x[d]) * scale;
+  } else {
+    const uint16_t* x = static_cast<const uint16_t*>(cache) + at;
+    for (int d = 0; d < a.hd; ++d)
+      dst[d] = a.kv == KvType::bf16 ? bf16_to_float(x[d]) : half_to_float(x[d]);
+  }
 }
 
-std::atomic<bool> g_bf16_dot{true};
+std::atomic<bool> g_kv_dot{true};
 
 }  // namespace
 
 bool bf16_dot_allowed() {
-  return g_bf16_dot && has_avx512_bf16();
+  return g_kv_dot && has_avx512_bf16();
+}
+
+bool i8_dot_allowed() {
+  return g_kv_dot && has_vnni();
 }
 
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
   constexpr int64_t kBlock = 64;  // keys per online-softmax step
   const int hd = a.hd;
   const int group = a.n_heads / a.n_kv_heads;
-  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd;
   const float scale = 1.0f / std::sqrt(float(hd));
-  std::vector<float> o(static_cast<size_t>(hd)), sc(static_cast<size_t>(kBlock));
+  std::vector<float> o(static_cast<size_t>(hd)), sc(static_cast<size_t>(kBlock)),
+      x(static_cast<size_t>(hd));
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t n_keys = a.pos(s, t) + 1;  // causal: positions [first, pos]
     const int64_t first = attn_first_key(a, a.pos(s, t));
@@ -51,9 +67,9 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         const int64_t nb = std::min(kBlock, n_keys - j0), js = std::max<int64_t>(0, first - j0);
         float block_max = -std::numeric_limits<float>::infinity();
         for (int64_t j = js; j < nb; ++j) {
-          const uint16_t* k = a.k_cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
+          widen_slice(a, a.k_cache, a.row(s, j0 + j), kvh, x.data());
           float dot = 0;
-          for (int d = 0; d < hd; ++d) dot += q[d] * kv_value(a.kv, k[d]);
+          for (int d = 0; d < hd; ++d) dot += q[d] * x[size_t(d)];
           sc[size_t(j)] = dot * scale;
           block_max = std::max(block_max, sc[size_t(j)]);
         }
@@ -65,8 +81,8 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         for (int64_t j = js; j < nb; ++j) {
           const float p = std::exp(sc[size_t(j)] - new_max);
           run_sum += p;
-          const uint16_t* v = a.v_cache + a.row(s, j0 + j) * kv_dim + int64_t(kvh) * hd;
-          for (int d = 0; d < hd; ++d) o[size_t(d)] += p * kv_value(a.kv, v[d]);
+          widen_slice(a, a.v_cache, a.row(s, j0 + j), kvh, x.data());
+          for (int d = 0; d < hd; ++d) o[size_t(d)] += p * x[size_t(d)];
         }
         run_max = new_max;
       }
@@ -79,40 +95,81 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
 
 }  // namespace detail
 
-void allow_bf16_dot(bool allow) {
-  detail::g_bf16_dot = allow;
+void allow_kv_dot(bool allow) {
+  detail::g_kv_dot = allow;
 }
 
+int64_t kv_row_bytes(KvType kv, int n_kv_heads, int hd) {
+  return int64_t(n_kv_heads) * (kv == KvType::i8 ? int64_t(hd) + 4 : 2 * int64_t(hd));
+}
+
+namespace {
+
+// One slice of hd values to int8 and its scale: scale = max |x| / 127, values x / scale rounded
+// to the nearest (ties to even). A slice of zeros (or of values so small that the scale is 0)
+// stores scale 0 and zeros; a slice with a value that is not finite stores a NaN scale and zeros
+// (it reads back as NaN, as an fp16 cache would hold a NaN or an infinity).
+void quantize_slice(const float* x, int hd, int8_t* dst) {
+  float amax = 0;
+  bool finite = true;
+  for (int d = 0; d < hd; ++d) {
+    finite = finite && std::isfinite(x[d]);
+    amax = std::max(amax, std::fabs(x[d]));
+  }
+  const float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+  for (int d = 0; d < hd; ++d)
+    dst[d] = finite && scale > 0 ? int8_t(std::clamp(std::nearbyint(x[d] / scale), -127.0f, 127.0f))
+                                 : int8_t(0);
+  std::memcpy(dst + hd, &scale, sizeof scale);
+}
+
+}  // namespace
+
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
-                    int64_t kv_dim, KvType kv, uint16_t* k_cache, uint16_t* v_cache) {
+                    int n_kv_heads, int hd, KvType kv, void* k_cache, void* v_cache) {
+  const int64_t kv_dim = int64_t(n_kv_heads) * hd;
   const bool f16c = active_isa() != Isa::scalar;
 #pragma omp parallel for schedule(static) if (rows * kv_dim > 65536)
   for (int64_t r = 0; r < rows; ++r) {
+    if (kv == KvType::i8) {
+      const int64_t row = kv_row_bytes(kv, n_kv_heads, hd), dst = int64_t(slots[r]) * row;
+      for (int h = 0; h < n_kv_heads; ++h) {
+        quantize_slice(k + r * kv_dim + h * hd, hd,
+                       static_cast<int8_t*>(k_cache) + dst + h * (int64_t(hd) + 4));
+        quantize_slice(v + r * kv_dim + h * hd, hd,
+                       static_cast<int8_t*>(v_cache) + dst + h * (int64_t(hd) + 4));
+      }
+      continue;
+    }
+    uint16_t* const kc = static_cast<uint16_t*>(k_cache);
+    uint16_t* const vc = static_cast<uint16_t*>(v_cache);
     const int64_t dst = int64_t(slots[r]) * kv_dim;
     if (kv == KvType::bf16) {
       for (int64_t i = 0; i < kv_dim; ++i) {
-        k_cache[dst + i] = float_to_bf16(k[r * kv_dim + i]);
-        v_cache[dst + i] = float_to_bf16(v[r * kv_dim + i]);
+        kc[dst + i] = float_to_bf16(k[r * kv_dim + i]);
+        vc[dst + i] = float_to_bf16(v[r * kv_dim + i]);
       }
     } else if (f16c) {
-      detail::f32_to_f16_f16c(k + r * kv_dim, k_cache + dst, kv_dim);
-      detail::f32_to_f16_f16c(v + r * kv_dim, v_cache + dst, kv_dim);
+      detail::f32_to_f16_f16c(k + r * kv_dim, kc + dst, kv_dim);
+      detail::f32_to_f16_f16c(v + r * kv_dim, vc + dst, kv_dim);
     } else {
       for (int64_t i = 0; i < kv_dim; ++i) {
-        k_cache[dst + i] = float_to_half(k[r * kv_dim + i]);
-        v_cache[dst + i] = float_to_half(v[r * kv_dim + i]);
+        kc[dst + i] = float_to_half(k[r * kv_dim + i]);
+        vc[dst + i] = float_to_half(v[r * kv_dim + i]);
       }
     }
   }
 }
 
-void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const uint16_t* v_cache,
+void attention_paged(const float* q, KvType kv, const void* k_cache, const void* v_cache,
                      const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
                      float* out) {
   if (b.n_seqs <= 0) return;
-  // vdpbf16ps for the GQA decode (where the multiply-adds bound it); MHA decodes widen bf16.
-  const bool dot = kv == KvType::bf16 && hd % 32 == 0 && n_heads != n_kv_heads &&
-                   active_isa() == Isa::avx512 && detail::bf16_dot_allowed();
+  // vdpbf16ps or vpdpbusd for the GQA decode (where the multiply-adds bound it); MHA decodes
+  // widen the cache.
+  const bool gqa = n_heads != n_kv_heads && active_isa() == Isa::avx512;
+  const bool dot = gqa && kv == KvType::bf16 && hd % 32 == 0 && detail::bf16_dot_allowed();
+  const bool dot8 = gqa && kv == KvType::i8 && hd % 4 == 0 && detail::i8_dot_allowed();
   const detail::AttnArgs a{q,
                            k_cache,
                            v_cache,
@@ -127,7 +184,8 @@ void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const u
                            out,
                            window,
                            kv,
-                           dot};
+                           dot,
+                           dot8};
   // Sequences with few query tokens (decodes) stream their cache once, split over keys; the
   // others (prefill chunks) are cut into units of query tokens per kv head.
   constexpr int64_t kFewTokens = 4;

@@ -20,8 +20,13 @@ namespace {
 // are a multiple of 16 (all common models) take a loop without masks: the masked form's
 // per-vector branch was ~1/4 of the decode attention's own time in a profile.
 template <KvType KV>
-inline void cvt_head(const uint16_t* src, float* dst, int nv, int hd) {
-  if (hd == 16 * nv) {
+inline void cvt_head(const kv_elem<KV>* src, float* dst, int nv, int hd) {
+  if constexpr (KV == KvType::i8) {
+    const __m512 sc = _mm512_set1_ps(slice_scale<KV>(src, hd));
+    for (int c = 0; c < nv; ++c)
+      _mm512_storeu_ps(dst + 16 * c,
+                       _mm512_mul_ps(load16<KV>(src + 16 * c, head_mask(c, nv, hd)), sc));
+  } else if (hd == 16 * nv) {
 #pragma GCC unroll 8
     for (int c = 0; c < nv; ++c) _mm512_storeu_ps(dst + 16 * c, load16<KV>(src + 16 * c));
   } else {
@@ -94,7 +99,7 @@ template <KvType KV>
 void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
   const int hd = a.hd, group = a.n_heads / a.n_kv_heads;
   const int nv = (hd + 15) / 16, hdp = 16 * nv;
-  const int64_t kv_dim = int64_t(a.n_kv_heads) * hd;
+  const int64_t row_elems = a.row_elems(), slice = int64_t(kvh) * a.slice_elems();
   const int64_t rows = (t1 - t0) * group, nrv = (rows + 15) / 16, rp = 16 * nrv;
   const float scale = 1.0f / std::sqrt(float(hd));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -135,8 +140,8 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
     const int64_t jb = std::max(j0, kmin), je = std::min(j0 + kKeyBlock, kmax);
     const int nk = int(je - jb);
     for (int i = 0; i < nk; ++i) {
-      const uint16_t* src = a.k_cache + a.row(s, jb + i) * kv_dim + int64_t(kvh) * hd;
-      cvt_head<KV>(src, kf + i * hdp, nv, hd);
+      cvt_head<KV>(kv_ptr<KV>(a.k_cache) + a.row(s, jb + i) * row_elems + slice, kf + i * hdp, nv,
+                   hd);
     }
     for (int i0 = 0; i0 < nk; i0 += 8) {
       int64_t v = 0;
@@ -177,8 +182,8 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
       _mm512_storeu_ps(mrow + 16 * v, m_new);
     }
     for (int i = 0; i < nk; ++i) {
-      const uint16_t* src = a.v_cache + a.row(s, jb + i) * kv_dim + int64_t(kvh) * hd;
-      cvt_head<KV>(src, vf + i * hdp, nv, hd);
+      cvt_head<KV>(kv_ptr<KV>(a.v_cache) + a.row(s, jb + i) * row_elems + slice, vf + i * hdp, nv,
+                   hd);
     }
     for (int d0 = 0; d0 < hdp; d0 += 8) {
       int64_t v = 0;
@@ -202,10 +207,13 @@ void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
   const int group = a.n_heads / a.n_kv_heads;
   const int64_t tile_tokens = std::max<int64_t>(1, kAttnTileRows / group);
   for (int64_t u0 = t0; u0 < t1; u0 += tile_tokens) {
+    const int64_t u1 = std::min(t1, u0 + tile_tokens);
     if (a.kv == KvType::bf16)
-      attention_tile<KvType::bf16>(a, s, kvh, u0, std::min(t1, u0 + tile_tokens));
+      attention_tile<KvType::bf16>(a, s, kvh, u0, u1);
+    else if (a.kv == KvType::i8)
+      attention_tile<KvType::i8>(a, s, kvh, u0, u1);
     else
-      attention_tile<KvType::f16>(a, s, kvh, u0, std::min(t1, u0 + tile_tokens));
+      attention_tile<KvType::f16>(a, s, kvh, u0, u1);
   }
 }
 
@@ -225,14 +233,16 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
   const int hd = a.hd, nh = a.n_heads, nv = (hd + 15) / 16, hdp = 16 * nv;
   const int64_t nt = a.n_tok(s), ps = attn_part_stride(hd);
   const __mmask16 last = head_mask(nv - 1, nv, hd);
+  const int64_t se = a.slice_elems();
+  const int slice_bytes = int(se * int64_t(sizeof(kv_elem<KV>)));
   int64_t ro[B + 2];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     const int npf = int(std::min<int64_t>(B + 2, k1 - j0));  // rows with offsets (2 to prefetch)
     fill_row_offsets(a, s, j0, npf, ro);
     for (int j = 0; j < nb_all; ++j) {
-      const uint16_t* krow = a.k_cache + ro[j];
-      const uint16_t* kpf = j + 2 < npf ? a.k_cache + ro[j + 2] : nullptr;
+      const kv_elem<KV>* krow = kv_ptr<KV>(a.k_cache) + ro[j];
+      const kv_elem<KV>* kpf = j + 2 < npf ? kv_ptr<KV>(a.k_cache) + ro[j + 2] : nullptr;
       for (int64_t t = 0; t < nt; ++t) {
         for (int h0 = 0; h0 < nh; h0 += 16) {
           const int hn = std::min(16, nh - h0);
@@ -240,12 +250,11 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
 #pragma GCC unroll 16
           for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
           for (int i = 0; i < hn; ++i) {
-            const uint16_t* kh = krow + int64_t(h0 + i) * hd;
+            const kv_elem<KV>* kh = krow + (h0 + i) * se;
             const float* q = qf + (t * nh + h0 + i) * hdp;
             if (kpf && t == 0)
-              for (int l = 0; l < hd; l += 32)
-                _mm_prefetch(reinterpret_cast<const char*>(kpf + int64_t(h0 + i) * hd + l),
-                             _MM_HINT_T2);
+              for (int l = 0; l < slice_bytes; l += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(kpf + (h0 + i) * se) + l, _MM_HINT_T2);
             __m512 x = _mm512_setzero_ps();
             int c = 0;
             for (; c + 1 < nv; ++c)
@@ -254,23 +263,24 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
           }
           alignas(64) float r[16];
           _mm512_store_ps(r, reduce16(acc));
-          for (int i = 0; i < hn; ++i) sc[(t * nh + h0 + i) * B + j] = r[i];
+          for (int i = 0; i < hn; ++i)
+            sc[(t * nh + h0 + i) * B + j] = r[i] * slice_scale<KV>(krow + (h0 + i) * se, hd);
         }
       }
     }
     softmax_block(a, s, j0, nb_all, sc, part);
     for (int j = 0; j < nb_all; ++j) {
-      const uint16_t* vrow = a.v_cache + ro[j];
-      const uint16_t* vpf = j + 2 < npf ? a.v_cache + ro[j + 2] : nullptr;
+      const kv_elem<KV>* vrow = kv_ptr<KV>(a.v_cache) + ro[j];
+      const kv_elem<KV>* vpf = j + 2 < npf ? kv_ptr<KV>(a.v_cache) + ro[j + 2] : nullptr;
       for (int64_t t = 0; t < nt; ++t) {
         const auto [lo, hi] = visible(a, s, t, j0, j, 1);
         if (lo >= hi) continue;
         for (int h = 0; h < nh; ++h) {
-          const uint16_t* vh = vrow + int64_t(h) * hd;
+          const kv_elem<KV>* vh = vrow + h * se;
           if (vpf && t == 0)
-            for (int l = 0; l < hd; l += 32)
-              _mm_prefetch(reinterpret_cast<const char*>(vpf + int64_t(h) * hd + l), _MM_HINT_T2);
-          const __m512 p = _mm512_set1_ps(sc[(t * nh + h) * B + j]);
+            for (int l = 0; l < slice_bytes; l += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(vpf + h * se) + l, _MM_HINT_T2);
+          const __m512 p = _mm512_set1_ps(sc[(t * nh + h) * B + j] * slice_scale<KV>(vh, hd));
           float* o = part + (t * nh + h) * ps;
           int c = 0;
           for (; c + 1 < nv; ++c)
@@ -298,10 +308,13 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
   qf.reserve(size_t(rows * hdp));
   sc.reserve(size_t(rows * kDecBlock));
   if (a.dot_bf16) return attention_chunk_bf16_avx512(a, s, k0, k1, part);
+  if (a.dot_i8) return attention_chunk_i8_avx512(a, s, k0, k1, part);
   chunk_init(a, s, qf.p, part);
   const bool mha = a.n_heads == a.n_kv_heads;
   if (a.kv == KvType::bf16)
     (mha ? chunk_mha<KvType::bf16> : chunk_gqa<KvType::bf16>)(a, s, k0, k1, qf.p, sc.p, part);
+  else if (a.kv == KvType::i8)
+    (mha ? chunk_mha<KvType::i8> : chunk_gqa<KvType::i8>)(a, s, k0, k1, qf.p, sc.p, part);
   else
     (mha ? chunk_mha<KvType::f16> : chunk_gqa<KvType::f16>)(a, s, k0, k1, qf.p, sc.p, part);
 }

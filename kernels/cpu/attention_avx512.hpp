@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/exp_avx512.hpp"
@@ -25,8 +27,29 @@ inline __mmask16 head_mask(int c, int nv, int hd) {
   return c < nv - 1 || rem == 16 ? __mmask16(0xffff) : __mmask16((1u << rem) - 1);
 }
 
-// 16 cache values in fp32: fp16 converted (vcvtph2ps), bf16 widened (a shift). The masked form
-// reads the lanes of m and gives 0 in the others.
+// The cache's element: uint16 for fp16 and bf16, a byte for int8 (AttnArgs::slice_elems).
+template <KvType KV>
+using kv_elem = std::conditional_t<KV == KvType::i8, int8_t, uint16_t>;
+template <KvType KV>
+inline const kv_elem<KV>* kv_ptr(const void* cache) {
+  return static_cast<const kv_elem<KV>*>(cache);
+}
+// The scale of the slice whose values start at x (int8: the fp32 after its hd values; the 2-byte
+// types have none: 1).
+template <KvType KV>
+inline float slice_scale(const kv_elem<KV>* x, int64_t hd) {
+  if constexpr (KV == KvType::i8) {
+    float s;
+    std::memcpy(&s, x + hd, sizeof s);
+    return s;
+  } else {
+    return 1.0f;
+  }
+}
+
+// 16 cache values in fp32: fp16 converted (vcvtph2ps), bf16 widened (a shift), int8 widened
+// (unscaled: the callers apply slice_scale). The masked form reads the lanes of m and gives 0 in
+// the others.
 template <KvType KV>
 inline __m512 widen16(__m256i x) {
   if constexpr (KV == KvType::f16)
@@ -35,12 +58,19 @@ inline __m512 widen16(__m256i x) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
 template <KvType KV>
-inline __m512 load16(const uint16_t* p) {
-  return widen16<KV>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+inline __m512 load16(const kv_elem<KV>* p) {
+  if constexpr (KV == KvType::i8)
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  else
+    return widen16<KV>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 template <KvType KV>
-inline __m512 load16(const uint16_t* p, __mmask16 m) {
-  return widen16<KV>(_mm256_maskz_loadu_epi16(m, p));
+inline __m512 load16(const kv_elem<KV>* p, __mmask16 m) {
+  if constexpr (KV == KvType::i8)
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
+  else
+    return widen16<KV>(_mm256_maskz_loadu_epi16(m, p));
 }
 
 // The 16 lane-wise sums of acc[0 .. 16) in one vector, lane j = sum of acc[j]'s lanes: a
@@ -90,11 +120,11 @@ inline void chunk_init(const AttnArgs& a, int64_t s, float* qf, float* part) {
     }
 }
 
-// ro[0 .. n) = cache row offsets (elements) of keys j0 .. j0 + n of sequence s, walking its block
-// table once (a.row() divides by the block size per key).
+// ro[0 .. n) = cache row offsets (elements of the cache's type) of keys j0 .. j0 + n of sequence
+// s, walking its block table once (a.row() divides by the block size per key).
 inline void fill_row_offsets(const AttnArgs& a, int64_t s, int64_t j0, int n, int64_t* ro) {
   const int32_t* table = a.block_tables + s * a.max_blocks;
-  const int64_t kv_dim = int64_t(a.n_kv_heads) * a.hd;
+  const int64_t kv_dim = a.row_elems();
   int64_t pg = j0 / a.block_size, off = j0 % a.block_size;
   for (int j = 0; j < n; ++j) {
     ro[j] = (int64_t(table[pg]) * a.block_size + off) * kv_dim;
@@ -231,8 +261,8 @@ inline void softmax_block_hl(const AttnArgs& a, int64_t s, int64_t j0, int nb_al
 // once and used by the HG heads. Lane i * HG + h of the result: head h's score for key i. FULL:
 // hd is a multiple of 16 (no masked last vector).
 template <KvType KV, int HG, bool FULL>
-inline __m512 scores_kv(const float* q, int hdp, const uint16_t* k, const int64_t* ro, int nv,
-                        __mmask16 last) {
+inline __m512 scores_kv(const float* q, int hdp, const kv_elem<KV>* k, const int64_t* ro, int nv,
+                        __mmask16 last, int hd) {
   constexpr int NK = 16 / HG;
   __m512 acc[16];
 #pragma GCC unroll 16
@@ -250,50 +280,56 @@ inline __m512 scores_kv(const float* q, int hdp, const uint16_t* k, const int64_
       for (int i = 0; i < NK; ++i) acc[i * HG + h] = _mm512_fmadd_ps(qh, kc[i], acc[i * HG + h]);
     }
   }
+  if constexpr (KV == KvType::i8) {  // key i's scale in its HG lanes
+    alignas(64) float sk[16];
+    for (int i = 0; i < NK; ++i) std::fill_n(sk + i * HG, HG, slice_scale<KV>(k + ro[i], hd));
+    return _mm512_mul_ps(reduce16(acc), _mm512_load_ps(sk));
+  }
   return reduce16(acc);
 }
 
 // scores_kv and store_scores for hg (1, 2, 4, 8 or 16) heads.
 template <KvType KV, bool FULL>
-inline void score_tile(int hg, const float* q, int hdp, const uint16_t* k, const int64_t* ro,
-                       int nv, __mmask16 last, float* dst, int64_t kstride) {
+inline void score_tile(int hg, const float* q, int hdp, const kv_elem<KV>* k, const int64_t* ro,
+                       int nv, __mmask16 last, int hd, float* dst, int64_t kstride) {
   switch (hg) {
     case 16:
-      return store_scores<16>(scores_kv<KV, 16, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+      return store_scores<16>(scores_kv<KV, 16, FULL>(q, hdp, k, ro, nv, last, hd), dst, kstride);
     case 8:
-      return store_scores<8>(scores_kv<KV, 8, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+      return store_scores<8>(scores_kv<KV, 8, FULL>(q, hdp, k, ro, nv, last, hd), dst, kstride);
     case 4:
-      return store_scores<4>(scores_kv<KV, 4, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+      return store_scores<4>(scores_kv<KV, 4, FULL>(q, hdp, k, ro, nv, last, hd), dst, kstride);
     case 2:
-      return store_scores<2>(scores_kv<KV, 2, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+      return store_scores<2>(scores_kv<KV, 2, FULL>(q, hdp, k, ro, nv, last, hd), dst, kstride);
     default:
-      return store_scores<1>(scores_kv<KV, 1, FULL>(q, hdp, k, ro, nv, last), dst, kstride);
+      return store_scores<1>(scores_kv<KV, 1, FULL>(q, hdp, k, ro, nv, last, hd), dst, kstride);
   }
 }
 
-// GQA P·V: HB query heads of one group over n keys (probabilities p[key * pk + head]), CB vectors
-// of each head's output (o rows ostride apart) held in registers; each key's CB value vectors
-// (at v + ro[key], fp16) are converted in registers once for the HB heads. LASTM: the mask of the
-// CB-th vector (the head's last, when hd is not a multiple of 16; else all ones).
+// GQA P·V: HB query heads of one group over n keys (probabilities p[key * pk + head * ph]; on an
+// int8 cache already multiplied by each value slice's scale), CB vectors of each head's output (o
+// rows ostride apart) held in registers; each key's CB value vectors (at v + ro[key]) are
+// converted in registers once for the HB heads. LASTM: the mask of the CB-th vector (the head's
+// last, when hd is not a multiple of 16; else all ones).
 template <KvType KV, int HB, int CB, bool FULL>
-inline void pv_kv(const float* p, int64_t pk, int n, const uint16_t* v, const int64_t* ro, float* o,
-                  int64_t ostride, __mmask16 lastm) {
+inline void pv_kv(const float* p, int64_t pk, int64_t ph, int n, const kv_elem<KV>* v,
+                  const int64_t* ro, float* o, int64_t ostride, __mmask16 lastm) {
   __m512 acc[HB][CB];
 #pragma GCC unroll 16
   for (int h = 0; h < HB; ++h)
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_loadu_ps(o + h * ostride + 16 * c);
   for (int j = 0; j < n; ++j) {
-    const uint16_t* vj = v + ro[j];
+    const kv_elem<KV>* vj = v + ro[j];
     __m512 x[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c)
       x[c] = FULL || c + 1 < CB ? load16<KV>(vj + 16 * c) : load16<KV>(vj + 16 * c, lastm);
 #pragma GCC unroll 16
     for (int h = 0; h < HB; ++h) {
-      const __m512 ph = _mm512_set1_ps(p[j * pk + h]);
+      const __m512 pjh = _mm512_set1_ps(p[j * pk + h * ph]);
 #pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_fmadd_ps(ph, x[c], acc[h][c]);
+      for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_fmadd_ps(pjh, x[c], acc[h][c]);
     }
   }
 #pragma GCC unroll 16
@@ -304,35 +340,36 @@ inline void pv_kv(const float* p, int64_t pk, int n, const uint16_t* v, const in
 
 // pv_kv for hb (1, 2, 4 or 8) heads and cb (1, 2, 4 or 8) vectors, hb * cb <= 16.
 template <KvType KV, bool FULL>
-inline void pv_kv_any(int hb, int cb, const float* p, int64_t pk, int n, const uint16_t* v,
-                      const int64_t* ro, float* o, int64_t ostride, __mmask16 lastm) {
+inline void pv_kv_any(int hb, int cb, const float* p, int64_t pk, int64_t ph, int n,
+                      const kv_elem<KV>* v, const int64_t* ro, float* o, int64_t ostride,
+                      __mmask16 lastm) {
   switch (hb * 16 + cb) {
     case 8 * 16 + 2:
-      return pv_kv<KV, 8, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 8, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 8 * 16 + 1:
-      return pv_kv<KV, 8, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 8, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 4 * 16 + 4:
-      return pv_kv<KV, 4, 4, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 4, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 4 * 16 + 2:
-      return pv_kv<KV, 4, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 4, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 4 * 16 + 1:
-      return pv_kv<KV, 4, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 4, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 2 * 16 + 8:
-      return pv_kv<KV, 2, 8, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 8, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 2 * 16 + 4:
-      return pv_kv<KV, 2, 4, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 2 * 16 + 2:
-      return pv_kv<KV, 2, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 2 * 16 + 1:
-      return pv_kv<KV, 2, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 1 * 16 + 8:
-      return pv_kv<KV, 1, 8, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 8, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 1 * 16 + 4:
-      return pv_kv<KV, 1, 4, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     case 1 * 16 + 2:
-      return pv_kv<KV, 1, 2, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
     default:
-      return pv_kv<KV, 1, 1, FULL>(p, pk, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
   }
 }
 
@@ -354,7 +391,8 @@ template <KvType KV, bool FULL, class Dot = NoDot>
 void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
                  float* part, const uint16_t* qb = nullptr) {
   constexpr int B = kDecBlock;
-  const int64_t row_bytes = int64_t(a.n_kv_heads) * a.hd * 2;
+  const int64_t row_bytes = a.row_elems() * int64_t(sizeof(kv_elem<KV>));
+  const int slice_bytes = int(a.slice_elems() * int64_t(sizeof(kv_elem<KV>)));
   const int kAhead = int(std::clamp<int64_t>(8192 / row_bytes, 4, 32));
   const int hd = a.hd, group = a.n_heads / a.n_kv_heads, nh = a.n_heads;
   const int nv = (hd + 15) / 16, hdp = 16 * nv;
@@ -372,7 +410,7 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
         const auto [lo, hi] = visible(a, s, t, j0, jb, jn);
         if (lo >= hi) continue;
         for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-          const uint16_t* kk = a.k_cache + int64_t(kvh) * hd;
+          const kv_elem<KV>* kk = kv_ptr<KV>(a.k_cache) + kvh * a.slice_elems();
           for (int hh = 0; hh < group;) {
             const int hg = tile_heads(group - hh, 16);
             const int h = kvh * group + hh;
@@ -387,9 +425,10 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
                                        ? reinterpret_cast<const char*>(kk + ro[x + kAhead])
                                        : nullptr;
                   const char* vp = jb + i + x < nb_all
-                                       ? reinterpret_cast<const char*>(a.v_cache + ro[x] + kvh * hd)
+                                       ? reinterpret_cast<const char*>(
+                                             kv_ptr<KV>(a.v_cache) + ro[x] + kvh * a.slice_elems())
                                        : nullptr;
-                  for (int l = 0; l < 2 * hd; l += 64) {
+                  for (int l = 0; l < slice_bytes; l += 64) {
                     if (kp) _mm_prefetch(kp + l, _MM_HINT_T2);
                     if (vp) _mm_prefetch(vp + l, _MM_HINT_T2);
                   }
@@ -397,7 +436,7 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
               if constexpr (Dot::enabled)
                 Dot::score_tile(hg, qb + (t * nh + h) * hd, hd, kk, ro, d, nh);
               else
-                score_tile<KV, FULL>(hg, q, hdp, kk, ro, nv, last, d, nh);
+                score_tile<KV, FULL>(hg, q, hdp, kk, ro, nv, last, hd, d, nh);
             }
             hh += hg;
           }
@@ -408,14 +447,22 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
     for (int64_t t = 0; t < nt; ++t) {
       const auto [lo, hi] = visible(a, s, t, j0, 0, nb_all);
       if (lo >= hi) continue;
+      if constexpr (KV == KvType::i8)  // each key's probabilities times its value slices' scales
+        for (int64_t j = lo; j < hi; ++j)
+          for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+            const float sv =
+                slice_scale<KV>(kv_ptr<KV>(a.v_cache) + roff[j] + kvh * a.slice_elems(), hd);
+            float* pj = scp + (t * B + j) * nh + kvh * group;
+            for (int hh = 0; hh < group; ++hh) pj[hh] *= sv;
+          }
       if constexpr (Dot::enabled) {
         const uint32_t* pp = Dot::pairs(scp + (t * B + lo) * nh, nh, int(hi - lo));
         for (int kvh = 0; kvh < a.n_kv_heads; ++kvh)
           for (int hh = 0; hh < group;) {
             const int hb = tile_heads(group - hh, 8);
             const int64_t r = t * nh + int64_t(kvh) * group + hh;
-            Dot::pv(hb, hd, pp + (r - t * nh), nh, int(hi - lo), a.v_cache + int64_t(kvh) * hd,
-                    roff + lo, part + r * ps, ps);
+            Dot::pv(hb, hd, pp + (r - t * nh), nh, int(hi - lo),
+                    kv_ptr<KV>(a.v_cache) + int64_t(kvh) * hd, roff + lo, part + r * ps, ps);
             hh += hb;
           }
         continue;
@@ -428,8 +475,8 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
             int cb = std::min(8, 16 / hb);
             while (cb > nv - c0) cb /= 2;
             const __mmask16 lm = c0 + cb == nv ? last : __mmask16(0xffff);
-            pv_kv_any<KV, FULL>(hb, cb, scp + (t * B + lo) * nh + (r - t * nh), nh, int(hi - lo),
-                                a.v_cache + int64_t(kvh) * hd + 16 * c0, roff + lo,
+            pv_kv_any<KV, FULL>(hb, cb, scp + (t * B + lo) * nh + (r - t * nh), nh, 1, int(hi - lo),
+                                kv_ptr<KV>(a.v_cache) + kvh * a.slice_elems() + 16 * c0, roff + lo,
                                 part + r * ps + 16 * c0, ps, lm);
             c0 += cb;
           }

@@ -270,9 +270,9 @@ void gemm_avx2(const Weight& w, const float* x, int64_t m, float* y);
 // the step's order: global rows query_start[s] + t), every query head that shares kv head kvh.
 // Each writes only its own output rows.
 struct AttnArgs {
-  const float* q;           // [T, n_heads * hd]
-  const uint16_t* k_cache;  // rows [*, n_kv_heads * hd]
-  const uint16_t* v_cache;
+  const float* q;       // [T, n_heads * hd]
+  const void* k_cache;  // rows of n_kv_heads slices (KvType): row_elems() elements apart
+  const void* v_cache;
   const int32_t* query_start;   // [S + 1]
   const int32_t* positions;     // [T]
   const int32_t* block_tables;  // [S, max_blocks]
@@ -283,8 +283,14 @@ struct AttnArgs {
   KvType kv = KvType::f16;
   // The decode takes attention_chunk_bf16_avx512 (a bf16 cache, AVX512-BF16, hd % 32 == 0).
   bool dot_bf16 = false;
+  // The GQA decode scores with vpdpbusd (an int8 cache, AVX512-VNNI, hd % 4 == 0).
+  bool dot_i8 = false;
 
   int64_t kv_dim() const { return int64_t(n_kv_heads) * hd; }
+  // One (position, kv head) slice and one row of the cache, in elements of its type (uint16 for
+  // fp16 and bf16; bytes for int8, whose slice ends with its fp32 scale).
+  int64_t slice_elems() const { return kv == KvType::i8 ? int64_t(hd) + 4 : int64_t(hd); }
+  int64_t row_elems() const { return n_kv_heads * slice_elems(); }
   int64_t tok0(int64_t s) const { return query_start[s]; }
   int64_t n_tok(int64_t s) const { return int64_t(query_start[s + 1]) - query_start[s]; }
   int64_t pos(int64_t s, int64_t t) const { return positions[query_start[s] + t]; }
@@ -310,8 +316,12 @@ inline int64_t attn_part_stride(int hd) {
 void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
 // The same on a bf16 cache with vdpbf16ps (attention_bf16_avx512.cpp; a.dot_bf16).
 void attention_chunk_bf16_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
-// AVX512-BF16 present and allow_bf16_dot not turned off.
+// The same with GQA on an int8 cache with vpdpbusd scores (attention_i8_avx512.cpp; a.dot_i8).
+void attention_chunk_i8_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
+// AVX512-BF16 present and allow_kv_dot not turned off.
 bool bf16_dot_allowed();
+// AVX512-VNNI present and allow_kv_dot not turned off.
+bool i8_dot_allowed();
 
 // SwiGLU over n elements (elementwise.cpp's swiglu), AVX-512.
 void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out);

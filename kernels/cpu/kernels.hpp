@@ -127,21 +127,29 @@ struct RaggedBatch {
   int64_t max_blocks = 0;
   int64_t block_size = 0;
 };
-// The KV cache's element type: fp16 (IEEE binary16) or bf16 (the top half of an fp32). With bf16
-// on a CPU with AVX512-BF16, the decode attention's dot products (q·k and p·v) take q and the
-// softmax probabilities rounded to bf16 as well (vdpbf16ps, fp32 sums), as GPU attention kernels
-// on a bf16 cache do; elsewhere keys and values are widened to fp32 and q and p stay fp32.
-enum class KvType : uint8_t { f16 = 0, bf16 = 1 };
-// Tests and benchmarks: false makes the decode widen bf16 to fp32 on AVX512-BF16 CPUs too.
-void allow_bf16_dot(bool allow);
-// k, v: [rows, kv_dim] fp32 -> cache rows slots[r] of type kv (round to nearest even).
+// The KV cache's element type. f16 (IEEE binary16) and bf16 (the top half of an fp32): 2 bytes
+// an element, a row of n_kv_heads * hd elements per position. i8: a row per position of
+// n_kv_heads slices of hd int8 values followed by that slice's fp32 scale (max |x| / 127 of the
+// slice; values x / scale rounded to the nearest, ties to even), kv_row_bytes apart.
+// The decode attention's dot products on CPUs that have them: with bf16 and AVX512-BF16, q and
+// the softmax probabilities are rounded to bf16 as well (vdpbf16ps, fp32 sums), as GPU attention
+// kernels on a bf16 cache do; with i8 and AVX512-VNNI, the GQA scores take q rounded to int8 per
+// head (vpdpbusd, int32 sums), as llama.cpp's q8_0 K cache does, and P·V stays fp32. Elsewhere
+// keys and values are widened to fp32 and q and p stay fp32.
+enum class KvType : uint8_t { f16 = 0, bf16 = 1, i8 = 2 };
+// Bytes of one cache row (one position, every kv head) of type kv.
+int64_t kv_row_bytes(KvType kv, int n_kv_heads, int hd);
+// Tests and benchmarks: false makes the decode widen bf16 and int8 caches to fp32 on CPUs with
+// the dot-product instructions too.
+void allow_kv_dot(bool allow);
+// k, v: [rows, n_kv_heads * hd] fp32 -> cache rows slots[r] of type kv.
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
-                    int64_t kv_dim, KvType kv, uint16_t* k_cache, uint16_t* v_cache);
+                    int n_kv_heads, int hd, KvType kv, void* k_cache, void* v_cache);
 // Causal grouped-query attention of each query row over its sequence's cache positions
 // [0, p] (with a sliding window W > 0: [max(0, p - W + 1), p], W keys); the cache already holds
 // them. q, out: [rows, n_heads * hd] fp32; query head h uses kv head h / (n_heads / n_kv_heads);
 // scale 1/sqrt(hd).
-void attention_paged(const float* q, KvType kv, const uint16_t* k_cache, const uint16_t* v_cache,
+void attention_paged(const float* q, KvType kv, const void* k_cache, const void* v_cache,
                      const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
                      float* out);
 // out[t, j] = silu(gate[t, j]) * up[t, j]; out may alias gate

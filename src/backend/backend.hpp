@@ -36,11 +36,18 @@ inline const char* dtype_name(WeightType t) {
   return t == WeightType::f16 ? "fp16" : t == WeightType::i8 ? "int8" : "int8-w8a8";
 }
 
-// The KV cache's element type: fp16, or bf16 (`--kv-dtype bf16`; CPU backend). Both are 2 bytes.
-enum class KvType { f16 = 0, bf16 = 1 };
-// The CLI's name of a KV type: "fp16", "bf16".
+// The KV cache's element type: fp16, bf16 (`--kv-dtype bf16`; CPU backend) or int8
+// (`--kv-dtype int8`; CPU backend: each position's slice of a kv head is hd int8 values and their
+// fp32 scale).
+enum class KvType { f16 = 0, bf16 = 1, i8 = 2 };
+// The CLI's name of a KV type: "fp16", "bf16", "int8".
 inline const char* kv_dtype_name(KvType t) {
-  return t == KvType::f16 ? "fp16" : "bf16";
+  return t == KvType::f16 ? "fp16" : t == KvType::bf16 ? "bf16" : "int8";
+}
+// Bytes of one cache row (one position, every kv head) of type t: 2 an element for fp16 and bf16;
+// int8 is 1 an element and a 4-byte scale per kv head.
+inline int64_t kv_row_bytes(KvType t, int64_t n_kv_heads, int64_t head_dim) {
+  return n_kv_heads * (t == KvType::i8 ? head_dim + 4 : 2 * head_dim);
 }
 
 struct DeviceWeight {
@@ -60,11 +67,12 @@ struct DeviceWeight {
 
 // The paged KV cache of one layer.
 struct KvLayer {
-  void* k = nullptr;  // [num_blocks * block_size, kv_dim]
+  void* k = nullptr;  // [num_blocks * block_size] rows of row_bytes (kv_row_bytes)
   void* v = nullptr;
   int64_t num_blocks = 0;
   int64_t block_size = 0;  // positions per block
   int64_t kv_dim = 0;
+  int64_t row_bytes = 0;
 };
 
 // One engine step on the device (engine::StepBatch uploaded by the runner). The arrays are

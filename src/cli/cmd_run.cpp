@@ -46,8 +46,10 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
       ->capture_default_str();
   sub->add_option(
          "--kv-dtype", o->kv_dtype,
-         "KV cache element type: fp16, or bf16 (CPU backend; on AVX512-BF16 CPUs the decode "
-         "attention then multiplies in bf16 with fp32 sums, vdpbf16ps)")
+         "KV cache element type: fp16; bf16 (CPU backend; on AVX512-BF16 CPUs the decode "
+         "attention then multiplies in bf16 with fp32 sums, vdpbf16ps); or int8 (CPU backend; "
+         "an fp32 scale per position and kv head, half fp16's bytes; on AVX512-VNNI CPUs the "
+         "GQA decode's scores take q rounded to int8, vpdpbusd)")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
   auto input_text = std::make_shared<std::string>(std::to_string(o->input));

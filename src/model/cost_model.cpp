@@ -153,7 +153,7 @@ OpCosts forward_cost(const ModelConfig& m, const Precision& p, int64_t n_seq, in
   (void)hd;
   // KV cache: new K and V written once; the context (ctx0 + n_new, or what the window lets the
   // new tokens see) read once per sequence.
-  attn.kv_bytes = L * n_seq * kvd * 2 * p.kv_bytes * (nn + keys_read);
+  attn.kv_bytes = L * n_seq * 2 * kv_row_bytes(m, p) * (nn + keys_read);
   // q, new k and v read, output written
   attn.act_bytes = L * rows * (qd + 2 * kvd + qd) * A;
 
@@ -216,8 +216,12 @@ double weight_bytes(const ModelConfig& m, const Precision& p) {
   return b;
 }
 
+double kv_row_bytes(const ModelConfig& m, const Precision& p) {
+  return double(m.kv_dim()) * p.kv_bytes + double(m.n_kv_heads) * p.kv_scale_bytes;
+}
+
 double kv_bytes_per_token(const ModelConfig& m, const Precision& p) {
-  return double(m.n_layers) * 2.0 * double(m.kv_dim()) * p.kv_bytes;
+  return double(m.n_layers) * 2.0 * kv_row_bytes(m, p);
 }
 
 double kv_cache_bytes(const ModelConfig& m, const Precision& p, int64_t n_seq, int64_t ctx) {

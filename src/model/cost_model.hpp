@@ -29,6 +29,7 @@ struct Precision {
   int scale_bytes = 0;        // per output channel (fp32 scale for int8)
   int act_bytes = 4;          // per activation element (CPU backend: fp32)
   int kv_bytes = 2;           // per KV-cache element
+  int kv_scale_bytes = 0;     // per position and kv head, K and V each (int8 cache: fp32 scale)
   bool kv_bf16 = false;       // the KV cache is bf16 (its attention's roof: Ceilings::peak_for)
   int embed_bytes = 2;        // per embedding-table element (always fp16 in latprof)
   int norm_weight_bytes = 4;  // norm weights are kept in fp32
@@ -102,5 +103,7 @@ double weight_bytes(const ModelConfig& m, const Precision& p);  // all weights, 
 double kv_cache_bytes(const ModelConfig& m, const Precision& p, int64_t n_seq, int64_t ctx);
 // KV bytes one token adds (all layers, K and V).
 double kv_bytes_per_token(const ModelConfig& m, const Precision& p);
+// Bytes of one position's K (or V) in one layer: kv_dim elements and the scales.
+double kv_row_bytes(const ModelConfig& m, const Precision& p);
 
 }  // namespace latprof

@@ -14,7 +14,7 @@ namespace latprof {
 
 // Major.minor: major changes break readers, minor adds fields. The fields are described once, in
 // report_fields.hpp.
-inline constexpr const char* kSchemaVersion = "1.3";
+inline constexpr const char* kSchemaVersion = "1.4";
 inline constexpr int kSchemaMajor = 1;
 
 // The one distribution object of the report (JSON: count, mean, stddev, min, p50, p90, p95, p99,
@@ -97,7 +97,7 @@ struct RunInfo {
   std::string model_source;  // "builtin", a path
   std::string weights;       // "synthetic (seed N)" or the file loaded
   std::string dtype;
-  std::string kv_dtype;  // "fp16", "bf16"
+  std::string kv_dtype;  // "fp16", "bf16", "int8"
   std::string backend;
   std::string device;
   int64_t input_tokens = 0;

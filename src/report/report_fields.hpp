@@ -244,7 +244,7 @@ void describe(V& v, R& r) {
     w("dtype", ri.dtype, {"", "weight precision", 0, "fp16|int8|int8-w8a8"});
     w("kv_dtype", ri.kv_dtype,
       {"", "KV-cache element type (absent in reports before it was added: fp16)", kOmitEmpty,
-       "fp16|bf16"});
+       "fp16|bf16|int8"});
     w("backend", ri.backend, {"", "cpu or cuda"});
     w("device", ri.device, {"", "device name"});
     w("input_tokens", ri.input_tokens, {"token", "prompt tokens per sequence, with BOS", kMin1});

@@ -121,6 +121,7 @@ Precision precision_from_flags(const std::string& dtype, const std::string& kv_d
     usage_error("--dtype '" + dtype + "' is not supported; use fp16, int8 (W8A16) or int8-w8a8");
   Precision p = precision_for(dtype, act, kv);
   p.kv_bf16 = kv_dtype == "bf16";
+  p.kv_scale_bytes = kv_dtype == "int8" ? 4 : 0;  // latprof's int8 cache: an fp32 scale a slice
   return p;
 }
 

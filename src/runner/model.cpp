@@ -15,7 +15,7 @@ int64_t step_ints(const EngineShape& e) {
 
 Footprint LoadedModel::footprint(const ModelConfig& c, WeightType wtype, const Backend& b,
                                  const EngineShape& e) {
-  Precision p = precision_for(dtype_name(wtype), b.act_bytes(), b.kv_bytes());
+  Precision p = backend_precision(dtype_name(wtype), b);
   Footprint f;
   f.weights = weight_bytes(c, p);
   f.kv_cache = kv_cache_bytes(c, p, 1, e.kv_blocks * e.block_size);
@@ -63,7 +63,15 @@ std::string file_dtype_note(const std::string& file_dtype, WeightType t, bool im
 KvType kv_type_for(const std::string& flag) {
   if (flag == "fp16") return KvType::f16;
   if (flag == "bf16") return KvType::bf16;
-  usage_error("--kv-dtype '" + flag + "' is not supported; use fp16 or bf16");
+  if (flag == "int8") return KvType::i8;
+  usage_error("--kv-dtype '" + flag + "' is not supported; use fp16, bf16 or int8");
+}
+
+Precision backend_precision(const std::string& dtype, const Backend& b) {
+  Precision p = precision_for(dtype, b.act_bytes(), b.kv_bytes());
+  p.kv_bf16 = b.kv_type() == KvType::bf16;
+  p.kv_scale_bytes = b.kv_type() == KvType::i8 ? 4 : 0;
+  return p;
 }
 
 void check_backend_kv(const Backend& b, KvType t) {
@@ -112,9 +120,9 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
   LATPROF_ASSERT(shape.kv_blocks > 0 && shape.block_size > 0 && shape.max_step_tokens > 0 &&
                      shape.max_seqs > 0 && shape.max_model_len > 0,
                  "empty engine shape");
-  // The KV pool's element count must not overflow before it is compared with memory.
-  checked_mul(checked_mul(shape.kv_blocks, shape.block_size, "the KV cache"), cfg.kv_dim(),
-              "the KV cache");
+  // The KV pool's size in bytes must not overflow before it is compared with memory.
+  checked_mul(checked_mul(shape.kv_blocks, shape.block_size, "the KV cache"),
+              kv_row_bytes(backend.kv_type(), cfg.n_kv_heads, cfg.head_dim()), "the KV cache");
   check_fits(footprint(cfg, wtype, backend, shape), backend, cfg.name);
   attention_shape.n_heads = int(cfg.n_heads);
   attention_shape.n_kv_heads = int(cfg.n_kv_heads);
@@ -142,14 +150,16 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
       output = tok_embeddings;
     else
       output = make_weight(wtype, cfg.vocab_size, d, "LM head");
-    const size_t kv_elems = size_t(shape.kv_blocks) * size_t(shape.block_size) * size_t(kvd);
+    const int64_t row_bytes = kv_row_bytes(backend.kv_type(), cfg.n_kv_heads, cfg.head_dim());
+    const size_t kv_bytes = size_t(shape.kv_blocks) * size_t(shape.block_size) * size_t(row_bytes);
     kv.resize(size_t(cfg.n_layers));
     for (auto& l : kv) {
-      l.k = alloc(kv_elems * size_t(backend.kv_bytes()), "KV cache");
-      l.v = alloc(kv_elems * size_t(backend.kv_bytes()), "KV cache");
+      l.k = alloc(kv_bytes, "KV cache");
+      l.v = alloc(kv_bytes, "KV cache");
       l.num_blocks = shape.kv_blocks;
       l.block_size = shape.block_size;
       l.kv_dim = kvd;
+      l.row_bytes = row_bytes;
     }
     const size_t A = size_t(backend.act_bytes()), R = size_t(shape.max_step_tokens);
     const size_t S = size_t(shape.max_seqs);

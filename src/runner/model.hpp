@@ -57,8 +57,11 @@ std::string implied_dtype(const std::string& file_dtype);
 // when there is nothing to say): Q8_0 matrices dequantised to FP16, or INT8 chosen because the
 // file is Q8_0 (`implied`: --dtype was not given).
 std::string file_dtype_note(const std::string& file_dtype, WeightType t, bool implied);
-// --kv-dtype: "fp16" or "bf16" (UsageError otherwise); and whether backend b keeps it.
+// --kv-dtype: "fp16", "bf16" or "int8" (UsageError otherwise); and whether backend b keeps it.
 KvType kv_type_for(const std::string& flag);
+// The cost model's precision of dtype's weights on backend b, with b's activation and KV-cache
+// types (an int8 cache's scales included).
+Precision backend_precision(const std::string& dtype, const Backend& b);
 void check_backend_kv(const Backend& b, KvType t);
 // Throws UsageError naming the flag when an engine flag is out of range: --kv-block-size a power
 // of two 1..4096, --max-batched-tokens 0 (the backend's default) or 1..2^20, --max-seqs 1..4096,

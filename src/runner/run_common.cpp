@@ -37,8 +37,7 @@ double touch_kv_cache(LoadedModel& m) {
   const std::vector<uint8_t> zeros(size_t(1) << 20, 0);
   double total = 0;
   for (KvLayer& l : m.kv) {
-    const size_t bytes =
-        size_t(l.num_blocks) * size_t(l.block_size) * size_t(l.kv_dim) * size_t(b.kv_bytes());
+    const size_t bytes = size_t(l.num_blocks) * size_t(l.block_size) * size_t(l.row_bytes);
     for (void* base : {l.k, l.v})
       for (size_t off = 0; off < bytes; off += zeros.size())
         b.copy_to_device(static_cast<uint8_t*>(base) + off, zeros.data(),
@@ -266,8 +265,7 @@ void open_run_backend(const RunOptions& o, RunSetup& s) {
   s.threads = s.dev.backend == "cpu"
                   ? (o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency()))
                   : o.threads;
-  s.p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
-  s.p.kv_bf16 = b.kv_type() == KvType::bf16;
+  s.p = backend_precision(o.dtype, b);
   // Ceilings first, before the weights take memory and caches.
   const auto t0 = Clock::now();
   measure_ceilings(b, o, s.threads, s.r);

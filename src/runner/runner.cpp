@@ -379,7 +379,7 @@ EngineShape engine_shape_for(const RunOptions& o, const ModelConfig& cfg, const 
     for (int64_t i = 0; i < std::min(n, e.max_seqs); ++i)
       e.kv_blocks = checked_add(e.kv_blocks, need[size_t(i)], "KV blocks");
   } else {
-    const Precision p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
+    const Precision p = backend_precision(o.dtype, b);
     const double block_bytes = kv_bytes_per_token(cfg, p) * double(e.block_size);
     const double blocks =
         std::floor(parse_bytes(o.kv_cache_memory, "--kv-cache-memory") / block_bytes);

@@ -98,7 +98,7 @@ ServingModel::ServingModel(const ServeModelOptions& o) {
   e.max_step_tokens =
       o.max_batched_tokens > 0 ? o.max_batched_tokens : default_max_batched_tokens(b);
   e.max_seqs = o.max_seqs;
-  const Precision p = precision_for(o.dtype, b.act_bytes(), b.kv_bytes());
+  const Precision p = backend_precision(o.dtype, b);
   const double block_bytes = kv_bytes_per_token(cfg, p) * double(e.block_size);
   const int64_t per_request = e.max_blocks();  // one request of max_model_len positions
   const int64_t useful = per_request * e.max_seqs;

@@ -74,7 +74,7 @@ const Case kCases[] = {
     {"EmptyJson", "run --model tiny -q --json ''", 2, "--json needs a value"},
     {"EmptyModel", "run --model '' -q", 2, "--model needs a value"},
     {"EmptyDtype", "run --model tiny -q --dtype ''", 2, "--dtype needs a value"},
-    {"KvDtypeUnknown", "run --model tiny -q --kv-dtype int4", 2, "--kv-dtype 'int4' is not supported; use fp16 or bf16"},
+    {"KvDtypeUnknown", "run --model tiny -q --kv-dtype int4", 2, "--kv-dtype 'int4' is not supported; use fp16, bf16 or int8"},
     {"EmptyPrompt", "run --model tiny -q --prompt ''", 2, "--prompt needs a value"},
     {"EmptyHwFile", "roofline --model tiny --hw-file ''", 2, "--hw-file needs a value"},
     {"EmptyPlotOut", "plot {D}/r.json -o ''", 2, "needs a value"},

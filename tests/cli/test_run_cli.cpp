@@ -147,6 +147,17 @@ TEST(RunCli, KvDtypeRecordedAndInEffect) {
   EXPECT_EQ(b["run"]["kv_dtype"], "bf16");
   // The same bytes per element: the cost model's decode bytes do not change.
   EXPECT_EQ(stage(a, "decode")["bytes"], stage(b, "decode")["bytes"]);
+  // int8: a byte an element and an fp32 scale per position and kv head (tiny: heads of 16), so
+  // the attention's KV bytes are (16 + 4) / 32 of fp16's.
+  const auto c = run_json("--input 20 --output 16 --kv-dtype int8", "kv-int8");
+  EXPECT_EQ(c["run"]["kv_dtype"], "int8");
+  auto kv_bytes = [](const nlohmann::json& j) {
+    for (const auto& op : j["ops"])
+      if (op["stage"] == "decode" && op["name"] == "attention") return op["kv_bytes"].get<double>();
+    return -1.0;
+  };
+  ASSERT_GT(kv_bytes(a), 0);
+  EXPECT_NEAR(kv_bytes(c) / kv_bytes(a), (16.0 + 4.0) / 32.0, 1e-12);
 }
 
 // Without --dtype a Q8_0 GGUF runs in its own precision (int8), an F16 one in fp16; --dtype fp16

@@ -608,11 +608,10 @@ struct AttnCase {
   int64_t first_key(int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
 };
 
-// Double-precision causal GQA over the cache (its values are exact in double), keys
+// Double-precision causal GQA over a cache of values kc, vc [n_seq * ctx_cap, kv_dim], keys
 // [first_key(p), p] for a query at position p.
 std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q,
-                                  const std::vector<uint16_t>& kc,
-                                  const std::vector<uint16_t>& vc) {
+                                  const std::vector<double>& kc, const std::vector<double>& vc) {
   const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd;
   const int group = c.n_heads / c.n_kv_heads;
   std::vector<double> out(size_t(c.n_seq * c.n_new * c.n_heads * c.hd));
@@ -628,7 +627,7 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q
           double dot = 0;
           for (int d = 0; d < c.hd; ++d)
             dot += double(q[size_t(row * c.hd + d)]) *
-                   c.value(kc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
+                   kc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)];
           sc[size_t(j)] = dot / std::sqrt(double(c.hd));
           mx = std::max(mx, sc[size_t(j)]);
         }
@@ -637,11 +636,23 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q
         for (int d = 0; d < c.hd; ++d) {
           double o = 0;
           for (int64_t j = first; j < n_keys; ++j)
-            o += sc[size_t(j)] * c.value(vc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)]);
+            o += sc[size_t(j)] * vc[size_t((s * c.ctx_cap + j) * kv_dim + kvh * c.hd + d)];
           out[size_t(row * c.hd + d)] = o / den;
         }
       }
   return out;
+}
+
+// The same over a 2-byte cache (its values are exact in double).
+std::vector<double> attention_ref(const AttnCase& c, const std::vector<float>& q,
+                                  const std::vector<uint16_t>& kc,
+                                  const std::vector<uint16_t>& vc) {
+  std::vector<double> kd(kc.size()), vd(vc.size());
+  for (size_t i = 0; i < kc.size(); ++i) {
+    kd[i] = c.value(kc[i]);
+    vd[i] = c.value(vc[i]);
+  }
+  return attention_ref(c, q, kd, vd);
 }
 
 // The kernels' one attention API is the paged one; these tests use a contiguous cache
@@ -663,12 +674,13 @@ struct Contiguous {
 };
 
 // k, v: [n_seq * n_new, kv_dim] fp32 (sequence-major); token t of sequence s goes to position
-// pos0 + t of the contiguous cache.
+// pos0 + t of the contiguous cache of a 2-byte type (whose rows do not depend on the heads: one
+// head of kv_dim).
 void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
               int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache,
               KvType kv = KvType::f16) {
   const Contiguous c(n_seq, n_new, pos0, ctx_cap);
-  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), kv_dim, kv, k_cache, v_cache);
+  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), 1, int(kv_dim), kv, k_cache, v_cache);
 }
 
 // q, out: [n_seq * n_new, n_heads * hd] fp32; token t of sequence s is at position pos0 + t.
@@ -775,7 +787,7 @@ TEST_P(Kernels, AttentionBf16Cache) {
   const KvType b = KvType::bf16;
   for (const bool dot : {false, true}) {
     SCOPED_TRACE(dot ? "vdpbf16ps allowed" : "widened");
-    allow_bf16_dot(dot);
+    allow_kv_dot(dot);
     const double atol = dot ? 6e-3 : 2e-5, rtol = dot ? 6e-3 : 1e-5;
     check_attention({2, 5, 7, 20, 8, 2, 64, 0, b}, 71, atol, rtol);      // prefill chunk
     check_attention({3, 1, 150, 160, 4, 4, 128, 0, b}, 72, atol, rtol);  // MHA decode
@@ -794,7 +806,113 @@ TEST_P(Kernels, AttentionBf16Cache) {
     check_attention({1, 4, 300, 310, 8, 2, 64, 101, b}, 78, atol, rtol);
     check_attention({2, 1, 33, 40, 8, 2, 40, 0, b}, 79, atol, rtol);
   }
-  allow_bf16_dot(true);
+  allow_kv_dot(true);
+}
+
+// An int8 cache: kv_store_paged's slices (hd int8 values, then their fp32 scale) hold max |x| /
+// 127 and values within half a step of x, and every path reads them back: the widening paths to
+// the fp32 tolerance of the other caches, and on AVX512-VNNI CPUs the GQA decode's vpdpbusd
+// scores, which round q to int8 per head (q ~ U(-3, 3) / 8 after the 1 / sqrt(hd): steps of
+// ~3e-3, ~1e-2 on scores of N(0, 3^2) over 64 dimensions), moving the outputs (convex
+// combinations of |v| <= 1) by up to ~1e-2.
+void check_attention_i8(const AttnCase& c, uint32_t seed, double atol, double rtol) {
+  ASSERT_EQ(c.kv, KvType::i8);
+  const int64_t kv_dim = int64_t(c.n_kv_heads) * c.hd, rb = kv_row_bytes(c.kv, c.n_kv_heads, c.hd);
+  const int64_t slice = c.hd + 4;
+  // 0xff everywhere: values -1 with a NaN scale, so a slice read that was never written is NaN.
+  std::vector<int8_t> kc(size_t(c.n_seq * c.ctx_cap * rb), int8_t(-1)), vc = kc;
+  const int64_t first_seen = c.first_key(c.pos0);
+  // Each sequence's positions [first_seen, pos0 + n_new): the old ones, then the new tokens.
+  const int64_t n_old = c.pos0 - first_seen, rows = c.n_seq * c.n_new;
+  const std::vector<float> k_old = random_f32(size_t(c.n_seq * n_old * kv_dim), seed, -3, 3),
+                           v_old = random_f32(k_old.size(), seed + 1);
+  if (n_old > 0) {
+    std::vector<int32_t> slots;
+    for (int64_t s = 0; s < c.n_seq; ++s)
+      for (int64_t p = first_seen; p < c.pos0; ++p) slots.push_back(int32_t(s * c.ctx_cap + p));
+    kv_store_paged(k_old.data(), v_old.data(), int64_t(slots.size()), slots.data(), c.n_kv_heads,
+                   c.hd, c.kv, kc.data(), vc.data());
+  }
+  const std::vector<float> k_new = random_f32(size_t(rows * kv_dim), seed + 2, -3, 3);
+  const std::vector<float> v_new = random_f32(size_t(rows * kv_dim), seed + 3);
+  const std::vector<float> q = random_f32(size_t(rows * c.n_heads * c.hd), seed + 4, -3, 3);
+  const Contiguous cb(c.n_seq, c.n_new, c.pos0, c.ctx_cap);
+  kv_store_paged(k_new.data(), v_new.data(), rows, cb.slots.data(), c.n_kv_heads, c.hd, c.kv,
+                 kc.data(), vc.data());
+  // The stored slices against their sources; the values the reference reads.
+  std::vector<double> kd(size_t(c.n_seq * c.ctx_cap * kv_dim), kNaN), vd = kd;
+  for (int64_t s = 0; s < c.n_seq; ++s)
+    for (int64_t p = 0; p < c.ctx_cap; ++p)
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        const int64_t at = (s * c.ctx_cap + p) * rb + h * slice;
+        const float* src_k = nullptr;
+        const float* src_v = nullptr;
+        if (p >= first_seen && p < c.pos0) {
+          const int64_t r = s * n_old + p - first_seen;
+          src_k = &k_old[size_t(r * kv_dim + h * c.hd)];
+          src_v = &v_old[size_t(r * kv_dim + h * c.hd)];
+        } else if (p >= c.pos0 && p < c.pos0 + c.n_new) {
+          const int64_t r = s * c.n_new + p - c.pos0;
+          src_k = &k_new[size_t(r * kv_dim + h * c.hd)];
+          src_v = &v_new[size_t(r * kv_dim + h * c.hd)];
+        }
+        for (int w = 0; w < 2; ++w) {
+          const int8_t* x = (w == 0 ? kc.data() : vc.data()) + at;
+          const float* src = w == 0 ? src_k : src_v;
+          std::vector<double>& dst = w == 0 ? kd : vd;
+          float scale;
+          std::memcpy(&scale, x + c.hd, sizeof scale);
+          if (!src) {  // not written: still the poison
+            for (int64_t b = 0; b < slice; ++b)
+              ASSERT_EQ(x[b], int8_t(-1)) << "s=" << s << " pos=" << p << " head=" << h;
+            continue;
+          }
+          float amax = 0;
+          for (int d = 0; d < c.hd; ++d) amax = std::max(amax, std::fabs(src[d]));
+          ASSERT_EQ(scale, amax / 127.0f) << "s=" << s << " pos=" << p << " head=" << h;
+          int top = 0;
+          for (int d = 0; d < c.hd; ++d) {
+            top = std::max(top, std::abs(int(x[d])));
+            ASSERT_LE(std::fabs(double(x[d]) * scale - src[d]), (0.5 + 2e-5) * scale)
+                << "s=" << s << " pos=" << p << " head=" << h << " d=" << d;
+            dst[size_t((s * c.ctx_cap + p) * kv_dim + h * c.hd + d)] = double(x[d]) * scale;
+          }
+          ASSERT_EQ(top, 127) << "s=" << s << " pos=" << p << " head=" << h;
+        }
+      }
+  const std::vector<double> ref = attention_ref(c, q, kd, vd);
+  std::vector<float> out(ref.size(), kNaN);
+  attention_paged(q.data(), c.kv, kc.data(), vc.data(), cb.batch, c.n_heads, c.n_kv_heads, c.hd,
+                  c.window, out.data());
+  EXPECT_TRUE(close(ref, out.data(), atol, rtol))
+      << "n_seq=" << c.n_seq << " n_new=" << c.n_new << " pos0=" << c.pos0 << " heads=" << c.n_heads
+      << "/" << c.n_kv_heads << " hd=" << c.hd << " window=" << c.window;
+}
+
+TEST_P(Kernels, AttentionInt8Cache) {
+  const KvType i8 = KvType::i8;
+  for (const bool dot : {false, true}) {
+    SCOPED_TRACE(dot ? "vpdpbusd allowed" : "widened");
+    allow_kv_dot(dot);
+    const double tol = dot ? 2e-2 : 2e-5;
+    check_attention_i8({2, 5, 7, 20, 8, 2, 64, 0, i8}, 91, tol, tol);       // prefill chunk
+    check_attention_i8({3, 1, 150, 160, 4, 4, 128, 0, i8}, 92, tol, tol);   // MHA decode
+    check_attention_i8({1, 2, 100, 110, 20, 20, 40, 0, i8}, 93, tol, tol);  // MHA, hd % 16 != 0
+    check_attention_i8({1, 40, 90, 140, 6, 3, 40, 0, i8}, 94, tol, tol);    // prefill, hd 40
+    // GQA decodes: tinyllama's group of 8 over two tokens; 7 (4 + 2 + 1 heads); 16 (two 8-head
+    // tiles); hd 128 (two 64-byte groups), 40 and 36 (a masked last group; hd % 16 != 0); a
+    // window starting mid-block; MQA; split over keys at tinyllama's heads (2,101 keys).
+    check_attention_i8({1, 2, 200, 210, 16, 2, 64, 0, i8}, 95, tol, tol);
+    check_attention_i8({2, 1, 130, 140, 14, 2, 64, 0, i8}, 96, tol, tol);
+    check_attention_i8({1, 1, 100, 110, 16, 1, 64, 0, i8}, 97, tol, tol);
+    check_attention_i8({1, 1, 70, 80, 4, 2, 128, 0, i8}, 98, tol, tol);
+    check_attention_i8({2, 1, 33, 40, 8, 2, 40, 0, i8}, 99, tol, tol);
+    check_attention_i8({1, 3, 50, 60, 8, 4, 36, 0, i8}, 100, tol, tol);
+    check_attention_i8({1, 4, 300, 310, 8, 2, 64, 101, i8}, 101, tol, tol);
+    check_attention_i8({2, 3, 1, 8, 2, 1, 8, 0, i8}, 102, tol, tol);
+    check_attention_i8({1, 1, 2100, 2110, 32, 4, 64, 0, i8}, 103, tol, tol);
+  }
+  allow_kv_dot(true);
 }
 
 TEST_P(Kernels, AttentionSlidingWindow) {

@@ -80,19 +80,19 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndThreads, ForwardTest,
                                   "_t" + std::to_string(std::get<1>(i.param));
                          });
 
-// A bf16 KV cache (BackendOptions::kv) against the same fp64 reference, on a GQA model with heads
-// of 32 (the decode's vdpbf16ps path where the CPU has AVX512-BF16). bf16 keeps 8 significant
-// bits (2^-9 relative, 4x fp16's rounding) and that path rounds q and the probabilities as well
-// (2.3e-3 measured against 5e-3 for fp16's tolerance): twice the fp16 tolerance. The same steps on
-// an fp16 cache must give other logits (the setting is in effect).
-TEST(Forward, Bf16KvCacheMatchesNaiveReference) {
-  const std::string cfg = latprof::testing::temp_dir("forward-bf16") + "/gqa-hd32.json";
+// A bf16 or int8 KV cache (BackendOptions::kv) against the same fp64 reference, on a GQA model
+// with heads of 32 (the decode's vdpbf16ps or vpdpbusd path where the CPU has it): the logits of
+// a 13-token prompt and 5 decode steps, each within tol of the reference's; and those of an fp16
+// cache over the same steps (the setting is in effect when they differ).
+std::pair<std::vector<float>, std::vector<float>> kv_cache_logits(KvType kv, double tol,
+                                                                  const std::string& name) {
+  const std::string cfg = latprof::testing::temp_dir(name) + "/gqa-hd32.json";
   latprof::testing::write_file(cfg, R"({"name": "gqa-hd32", "architecture": "llama", "dim": 128,
     "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 176, "vocab_size": 256,
     "max_seq_len": 512, "rope_theta": 10000.0, "norm_eps": 1e-5, "tie_embeddings": false})");
   OpenedModel om = open_model(cfg, 7);
   const ModelConfig& c = om.config;
-  ASSERT_EQ(c.head_dim(), 32);
+  EXPECT_EQ(c.head_dim(), 32);
   constexpr int64_t kPrompt = 13, kSteps = 5;
   auto run = [&](KvType kv, bool check) {
     BackendOptions bo;
@@ -121,17 +121,36 @@ TEST(Forward, Bf16KvCacheMatchesNaiveReference) {
       }
       backend->activations_to_host(logits.data(), m.logits, c.vocab_size);
       if (check) {
-        EXPECT_LT(rel_error(logits, want), 2 * kLogitTolerance) << "step " << s;
+        EXPECT_LT(rel_error(logits, want), tol) << "step " << s;
       }
       all.insert(all.end(), logits.begin(), logits.end());
     }
     return all;
   };
-  const std::vector<float> bf16 = run(KvType::bf16, true), fp16 = run(KvType::f16, false);
+  return {run(kv, true), run(KvType::f16, false)};
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0;
-  for (size_t i = 0; i < bf16.size(); ++i)
-    diff = std::max(diff, double(std::fabs(bf16[i] - fp16[i])));
-  EXPECT_GT(diff, 0.0) << "a bf16 cache gave the fp16 cache's logits";
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  return diff;
+}
+
+// bf16 keeps 8 significant bits (2^-9 relative, 4x fp16's rounding) and the vdpbf16ps path rounds
+// q and the probabilities as well (2.3e-3 measured against 5e-3 for fp16's tolerance): twice the
+// fp16 tolerance.
+TEST(Forward, Bf16KvCacheMatchesNaiveReference) {
+  const auto [bf16, fp16] = kv_cache_logits(KvType::bf16, 2 * kLogitTolerance, "forward-bf16");
+  EXPECT_GT(max_abs_diff(bf16, fp16), 0.0) << "a bf16 cache gave the fp16 cache's logits";
+}
+
+// int8 keeps K and V within half a step of max |x| / 127 per position and kv head (~4e-3 of
+// each value), and the vpdpbusd path rounds q to int8 per head as well: up to 1.1e-2 measured
+// (6.1e-3 after the prefill, which widens the cache) against 5e-3 for fp16's tolerance: four
+// times the fp16 tolerance.
+TEST(Forward, Int8KvCacheMatchesNaiveReference) {
+  const auto [i8, fp16] = kv_cache_logits(KvType::i8, 4 * kLogitTolerance, "forward-int8");
+  EXPECT_GT(max_abs_diff(i8, fp16), 0.0) << "an int8 cache gave the fp16 cache's logits";
 }
 
 // A batch of identical sequences must give identical logits per sequence, equal to batch 1.

@@ -294,6 +294,26 @@ TEST(Serve, Bf16KvCache) {
   EXPECT_NE(out.find("--kv-dtype 'fp8' is not supported"), std::string::npos) << out;
 }
 
+// --kv-dtype int8: the server answers, and the same --kv-cache-memory holds more blocks: tiny's
+// rows are 2 kv heads of 16, 64 bytes in fp16 and 2 x (16 + 4) = 40 in int8, so 1 MiB holds 256
+// blocks of 16 tokens (2 layers, K and V) in fp16 and 409 in int8.
+TEST(Serve, Int8KvCacheHoldsMoreBlocks) {
+  auto blocks = [](const std::string& banner) {
+    const size_t at = banner.find(") ", banner.find("KV cache ("));
+    return at == std::string::npos ? -1L : std::stol(banner.substr(at + 2));
+  };
+  ServerProcess f16({"--model", "tiny", "--kv-cache-memory", "1MiB"});
+  EXPECT_EQ(blocks(f16.banner), 256) << f16.banner;
+  EXPECT_EQ(f16.stop(SIGTERM, 30), 0);
+  ServerProcess i8({"--model", "tiny", "--kv-dtype", "int8", "--kv-cache-memory", "1MiB"});
+  EXPECT_NE(i8.banner.find("KV cache (int8) 409 blocks"), std::string::npos) << i8.banner;
+  const json c = complete(
+      i8.port,
+      {{"prompt", "ba keto"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(c["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(i8.stop(SIGTERM, 30), 0);
+}
+
 TEST(Serve, APortInUseIsAUsageError) {
   ServerProcess first({"--model", "tiny"});
   const auto [code, out] =

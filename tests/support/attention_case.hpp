@@ -86,8 +86,7 @@ inline void cpu_attention(const PagedBatch& pb, const std::vector<float>& q,
                           const std::vector<float>& k, const std::vector<float>& v, int heads,
                           int kvh, int hd, int64_t window, std::vector<uint16_t>& k_cache,
                           std::vector<uint16_t>& v_cache, std::vector<float>& out) {
-  const int64_t kv_dim = int64_t(kvh) * hd;
-  cpu::kv_store_paged(k.data(), v.data(), pb.n_tokens, pb.slots.data(), kv_dim, cpu::KvType::f16,
+  cpu::kv_store_paged(k.data(), v.data(), pb.n_tokens, pb.slots.data(), kvh, hd, cpu::KvType::f16,
                       k_cache.data(), v_cache.data());
   const cpu::RaggedBatch rb{pb.n_seqs,           pb.query_start.data(),
                             pb.positions.data(), pb.block_tables.data(),

@@ -92,7 +92,7 @@ class CpuBackend final : public Backend {
     return d;
   }
   int act_bytes() const override { return 4; }
-  int kv_bytes() const override { return 2; }
+  int kv_bytes() const override { return kv_ == KvType::i8 ? 1 : 2; }
   KvType kv_type() const override { return kv_; }
   bool supports_kv(KvType, std::string*) const override { return true; }
 
@@ -187,13 +187,11 @@ class CpuBackend final : public Backend {
   void attention(const void* q, const void* k, const void* v, KvLayer& kv, const StepDesc& st,
                  const AttentionShape& s, void* out) override {
     cpu::kv_store_paged(static_cast<const float*>(k), static_cast<const float*>(v), st.n_tokens,
-                        st.slots, kv.kv_dim, cpu_kv(), static_cast<uint16_t*>(kv.k),
-                        static_cast<uint16_t*>(kv.v));
+                        st.slots, s.n_kv_heads, s.head_dim, cpu_kv(), kv.k, kv.v);
     const cpu::RaggedBatch rb{st.n_seqs,       st.query_start, st.positions,
                               st.block_tables, st.max_blocks,  st.block_size};
-    cpu::attention_paged(static_cast<const float*>(q), cpu_kv(), static_cast<const uint16_t*>(kv.k),
-                         static_cast<const uint16_t*>(kv.v), rb, s.n_heads, s.n_kv_heads,
-                         s.head_dim, s.sliding_window, static_cast<float*>(out));
+    cpu::attention_paged(static_cast<const float*>(q), cpu_kv(), kv.k, kv.v, rb, s.n_heads,
+                         s.n_kv_heads, s.head_dim, s.sliding_window, static_cast<float*>(out));
   }
   void swiglu(const void* gate, const void* up, int64_t n, void* out) override {
     cpu::swiglu(static_cast<const float*>(gate), static_cast<const float*>(up), n,
@@ -234,7 +232,11 @@ class CpuBackend final : public Backend {
   std::string clock_name() const override { return "steady_clock"; }
 
  private:
-  cpu::KvType cpu_kv() const { return kv_ == KvType::bf16 ? cpu::KvType::bf16 : cpu::KvType::f16; }
+  cpu::KvType cpu_kv() const {
+    return kv_ == KvType::bf16 ? cpu::KvType::bf16
+           : kv_ == KvType::i8 ? cpu::KvType::i8
+                               : cpu::KvType::f16;
+  }
 
   KvType kv_ = KvType::f16;
   int threads_ = 1;
