@@ -134,8 +134,9 @@ struct RaggedBatch {
 // The decode attention's dot products on CPUs that have them: with bf16 and AVX512-BF16, q and
 // the softmax probabilities are rounded to bf16 as well (vdpbf16ps, fp32 sums), as GPU attention
 // kernels on a bf16 cache do; with i8 and AVX512-VNNI, the GQA scores take q rounded to int8 per
-// head (vpdpbusd, int32 sums), as llama.cpp's q8_0 K cache does, and P·V stays fp32. Elsewhere
-// keys and values are widened to fp32 and q and p stay fp32.
+// head (vpdpbusd, int32 sums), as llama.cpp's q8_0 K cache does, and where hd is a multiple of 64
+// P·V takes the probabilities times the value scales rounded to int16 per head and 64-key block
+// (vpdpwssd, int32 sums). Elsewhere keys and values are widened to fp32 and q and p stay fp32.
 enum class KvType : uint8_t { f16 = 0, bf16 = 1, i8 = 2 };
 // Bytes of one cache row (one position, every kv head) of type kv.
 int64_t kv_row_bytes(KvType kv, int n_kv_heads, int hd);
