@@ -912,6 +912,12 @@ TEST_P(Kernels, AttentionInt8Cache) {
     check_attention_i8({1, 4, 300, 310, 8, 2, 64, 101, i8}, 101, tol, tol);
     check_attention_i8({2, 3, 1, 8, 2, 1, 8, 0, i8}, 102, tol, tol);
     check_attention_i8({1, 1, 2100, 2110, 32, 4, 64, 0, i8}, 103, tol, tol);
+    // MHA decodes (widened) at hd 64 and 128: 20 heads (16 + 4 per reduction) over two tokens;
+    // three tokens; a window starting at an odd key; split over keys (2,101).
+    check_attention_i8({1, 2, 100, 110, 20, 20, 64, 0, i8}, 104, tol, tol);
+    check_attention_i8({1, 3, 150, 160, 4, 4, 64, 0, i8}, 105, tol, tol);
+    check_attention_i8({2, 1, 300, 310, 4, 4, 128, 100, i8}, 106, tol, tol);
+    check_attention_i8({1, 1, 2100, 2110, 8, 8, 64, 0, i8}, 107, tol, tol);
   }
   allow_kv_dot(true);
 }
