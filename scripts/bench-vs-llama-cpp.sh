@@ -11,6 +11,8 @@
 #   `llama-quantize F16.gguf Q8_0.gguf Q8_0`). llama.cpp is built outside this repository.
 #   BUILD_DIR (build), BENCH_DIR (where bench/stream_read is: build-bench, else BUILD_DIR), INPUT (500), OUTPUT (64),
 #   THREADS (2), REPS (3), DTYPES ("fp16 int8"; one of them alone for long runs) override;
+#   KV=int8 runs both tools on an int8 KV cache (latprof --kv-dtype int8; llama-bench -fa 1
+#   -ctk q8_0 -ctv q8_0) instead of each one's default (fp16 / f16);
 #   KEEP_TMP=1 keeps the raw JSON of every repetition (the folder is named on stderr).
 # Decode is measured at context INPUT (llama-bench: tg OUTPUT at depth INPUT; latprof: the decode
 # of a request of INPUT prompt tokens), prefill as INPUT prompt tokens (llama-bench pp INPUT).
@@ -27,6 +29,12 @@ output=${OUTPUT:-64}
 threads=${THREADS:-2}
 reps=${REPS:-3}
 dtypes=${DTYPES:-fp16 int8}
+kv=${KV:-fp16}
+case $kv in
+  fp16) lb_kv=() ;;
+  int8) lb_kv=(-fa 1 -ctk q8_0 -ctv q8_0) ;;
+  *) echo "bench-vs-llama-cpp: KV takes fp16 or int8, not '$kv'" >&2; exit 2 ;;
+esac
 for d in $dtypes; do
   case $d in fp16 | int8) ;; *) echo "bench-vs-llama-cpp: DTYPES takes fp16 and/or int8, not '$d'" >&2; exit 2 ;; esac
 done
@@ -53,21 +61,21 @@ for r in $(seq 1 "$reps"); do
   for d in $dtypes; do
     g=$f16; [ "$d" = int8 ] && g=$q8
     echo "== repetition $r: llama-bench $d" >&2
-    "$lb" -m "$g" -p "$input" -n 0 -t "$threads" -r 1 -o json > "$tmp/lb-pp-$d-$r.json"
+    "$lb" -m "$g" -p "$input" -n 0 -t "$threads" -r 1 ${lb_kv[@]+"${lb_kv[@]}"} -o json > "$tmp/lb-pp-$d-$r.json"
     if [ "$has_depth" = 1 ]; then
-      "$lb" -m "$g" -p 0 -n "$output" -d "$input" -t "$threads" -r 1 -o json > "$tmp/lb-tg-$d-$r.json"
+      "$lb" -m "$g" -p 0 -n "$output" -d "$input" -t "$threads" -r 1 ${lb_kv[@]+"${lb_kv[@]}"} -o json > "$tmp/lb-tg-$d-$r.json"
     else
-      "$lb" -m "$g" -p 0 -n 0 -pg "$input,$output" -t "$threads" -r 1 -o json > "$tmp/lb-pg-$d-$r.json"
+      "$lb" -m "$g" -p 0 -n 0 -pg "$input,$output" -t "$threads" -r 1 ${lb_kv[@]+"${lb_kv[@]}"} -o json > "$tmp/lb-pg-$d-$r.json"
     fi
     echo "== repetition $r: latprof $model $d" >&2
-    "$build/latprof" run --model "$model" --dtype "$d" --input "$input" --output "$output" \
-      --threads "$threads" --repeat 1 --quiet --json "$tmp/lp-$d-$r.json" >/dev/null
+    "$build/latprof" run --model "$model" --dtype "$d" --kv-dtype "$kv" --input "$input" \
+      --output "$output" --threads "$threads" --repeat 1 --quiet --json "$tmp/lp-$d-$r.json" >/dev/null
   done
 done
 echo "== stream_read (after)" >&2; stream
-python3 - "$tmp" "$model" "$reps" $dtypes <<'PY'
+python3 - "$tmp" "$model" "$reps" "$kv" $dtypes <<'PY'
 import json, math, re, statistics, sys
-tmp, model, reps, dtypes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+tmp, model, reps, kv, dtypes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 bws = [float(m) * 1e9 for m in re.findall(r"best_GBps=([0-9.]+)", open(f"{tmp}/stream.txt").read())]
 med = statistics.median
 def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
@@ -105,7 +113,8 @@ for r in range(1, reps + 1):
                             info=j["ceilings"].get("info", {}),
                             shift=any(c.get("subject") == "decode_step_ms" for c in j.get("checks", []))))
 f = rows[dtypes[0]][0]
-print(f"\n{model}, {f['threads']} threads, {f['cpu']}, {reps} interleaved repetition(s); medians over them")
+kv_text = "" if kv == "fp16" else ", int8 KV cache (llama.cpp: q8_0 K and V, flash attention)"
+print(f"\n{model}, {f['threads']} threads, {f['cpu']}{kv_text}, {reps} interleaved repetition(s); medians over them")
 print("stream_read (independent) at each repetition boundary: " + ", ".join(f"{b/1e9:.1f}" for b in bws) + " GB/s")
 print(f"{'':6} {'decode tok/s latprof vs llama.cpp':>34} {'latprof % stream':>17} {'llama.cpp % stream*':>20} "
       f"{'prefill tok/s latprof vs llama.cpp':>35} {'prefill % roof**':>16}")
