@@ -49,7 +49,8 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
          "KV cache element type: fp16; bf16 (CPU backend; on AVX512-BF16 CPUs the decode "
          "attention then multiplies in bf16 with fp32 sums, vdpbf16ps); or int8 (CPU backend; "
          "an fp32 scale per position and kv head, half fp16's bytes; on AVX512-VNNI CPUs the "
-         "GQA decode's scores take q rounded to int8, vpdpbusd)")
+         "GQA decode's scores take q rounded to int8, vpdpbusd); a list such as fp16,int8 runs "
+         "each in turn and prints their comparison (a list here or in --dtype, not both)")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
   auto input_text = std::make_shared<std::string>(std::to_string(o->input));
@@ -200,16 +201,35 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
       o->dtype = implied_dtype(model_file_dtype(o->model));
       o->dtype_implied = true;
     }
-    std::vector<std::string> dtypes;
-    {
-      std::stringstream ss(o->dtype);
+    // --dtype or --kv-dtype may list several: one run each, then their comparison.
+    auto split = [](const std::string& list) {
+      std::vector<std::string> v;
+      std::stringstream ss(list);
       std::string d;
       while (std::getline(ss, d, ','))
-        if (!d.empty()) dtypes.push_back(d);
-    }
+        if (!d.empty()) v.push_back(d);
+      return v;
+    };
+    const std::vector<std::string> dtypes = split(o->dtype), kv_dtypes = split(o->kv_dtype);
     if (dtypes.empty())
       usage_error("--dtype needs a value: fp16, int8 or a list such as fp16,int8");
+    if (kv_dtypes.empty())
+      usage_error("--kv-dtype needs a value: fp16, bf16, int8 or a list such as fp16,int8");
+    if (dtypes.size() > 1 && kv_dtypes.size() > 1)
+      usage_error("--dtype and --kv-dtype both list several; list several in one of them");
     for (const auto& d : dtypes) precision_for(d, 4, 2);  // every dtype is valid before any run
+    for (const auto& k : kv_dtypes) (void)kv_type_for(k);
+    // The variants and their labels: the dtype, or "kv-" and the KV type.
+    std::vector<RunOptions> variants;
+    std::vector<std::string> labels;
+    for (const auto& d : dtypes)
+      for (const auto& k : kv_dtypes) {
+        RunOptions one = *o;
+        one.dtype = d;
+        one.kv_dtype = k;
+        variants.push_back(one);
+        labels.push_back(kv_dtypes.size() > 1 ? "kv-" + k : d);
+      }
     // Output paths: each writable and each its own file, before anything runs.
     auto path_for = [&](const std::string& tag) {
       std::string base = *json_path;
@@ -218,41 +238,40 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
     };
     std::vector<std::pair<std::string, std::string>> outputs = {
         {"--trace", ex->trace}, {"--csv", ex->csv}, {"--jsonl", ex->jsonl}, {"--html", ex->html}};
-    if (dtypes.size() == 1) {
+    if (variants.size() == 1) {
       outputs.emplace_back("--json", *json_path);
     } else if (!json_path->empty()) {
-      for (const auto& d : dtypes) outputs.emplace_back("--json (" + d + ")", path_for(d));
+      for (const auto& l : labels) outputs.emplace_back("--json (" + l + ")", path_for(l));
       outputs.emplace_back("--json (compare)", path_for("compare"));
     }
     for (const auto& [flag, path] : outputs)
       if (!path.empty()) check_writable(path, flag.c_str());
     check_distinct_outputs(outputs);
     auto run = [load](const RunOptions& ro) { return load ? run_load(ro) : run_benchmark(ro); };
-    if (dtypes.size() == 1) {
-      const RunReport r = run(*o);
+    if (variants.size() == 1) {
+      const RunReport r = run(variants[0]);
       std::fputs(format_run_table(r).c_str(), stdout);
       if (!json_path->empty()) write_file_atomic(*json_path, report_to_json(r).dump(2) + "\n");
       write_exports(r, *ex);
       return 0;
     }
-    // Several dtypes: one run each in this process, then their comparison. --json FILE.json
-    // writes FILE.<dtype>.json per run and FILE.compare.json; exports are not multiplexed.
+    // Several variants: one run each in this process, then their comparison. --json FILE.json
+    // writes FILE.<label>.json per run and FILE.compare.json; exports are not multiplexed.
     if (!ex->trace.empty() || !ex->csv.empty() || !ex->jsonl.empty() || !ex->html.empty())
-      usage_error("--trace, --csv, --jsonl and --html take one dtype; run each dtype separately");
-    // Every dtype must fit before the first runs.
-    check_dtypes_fit(*o, dtypes);
+      usage_error(
+          "--trace, --csv, --jsonl and --html take one dtype and KV type; run each separately");
+    // Every variant must fit before the first runs.
+    check_variants_fit(variants);
     std::vector<RunReport> reports;
-    for (const auto& d : dtypes) {
-      RunOptions one = *o;
-      one.dtype = d;
-      reports.push_back(run(one));
+    for (size_t i = 0; i < variants.size(); ++i) {
+      reports.push_back(run(variants[i]));
       std::fputs(format_run_table(reports.back()).c_str(), stdout);
       std::fputs("\n", stdout);
       if (!json_path->empty())
-        write_file_atomic(path_for(d), report_to_json(reports.back()).dump(2) + "\n");
+        write_file_atomic(path_for(labels[i]), report_to_json(reports.back()).dump(2) + "\n");
     }
     CompareOptions co;
-    co.labels = dtypes;
+    co.labels = labels;
     const Comparison c = compare_reports(reports, co);
     std::fputs(compare_text(c).c_str(), stdout);
     if (!json_path->empty()) write_file_atomic(path_for("compare"), compare_json(c).dump(2) + "\n");

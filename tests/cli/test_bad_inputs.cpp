@@ -82,6 +82,8 @@ const Case kCases[] = {
     {"PromptAndInput", "run --model tiny -q --prompt hi --input 5", 2, "--input cannot"},
     {"PromptFileAndInput", "run --model tiny -q --prompt-file {D}/prompt.txt --input 5", 2, "--input cannot"},
     {"DtypeListUnknown", "run --model tiny -q --dtype fp16,fp7", 2, "fp7"},
+    {"KvDtypeListUnknown", "run --model tiny -q --kv-dtype fp16,fp8", 2, "--kv-dtype 'fp8' is not supported"},
+    {"DtypeAndKvDtypeLists", "run --model tiny -q --dtype fp16,int8 --kv-dtype fp16,int8", 2, "list several in one of them"},
     {"DtypeListMemoryCheckedFirst", "run --model {D}/huge_ctx.json -q --input 1048576 --output 1 --batch 4096 --dtype int8,fp16", 2, "not enough memory for huge-ctx with --dtype int8"},
     {"PromptLongerThanContext", "run --model tiny -q --output 2 --prompt-file {D}/long_prompt.txt", 2, "exceeds the model's context of 512"},
     {"DtypeListCheckedBeforeFirst", "run --model tiny -q --output 2 --dtype int8-w8a8,int8-w4", 2, "int8-w4"},

@@ -231,6 +231,27 @@ TEST(RunCli, SeveralDtypesRunAndCompare) {
   EXPECT_EQ(bad.code, 2);
 }
 
+// --kv-dtype fp16,int8: one run per KV type (files labelled kv-fp16, kv-int8) and their
+// comparison, the int8 run's decode moving fewer bytes.
+TEST(RunCli, SeveralKvDtypesRunAndCompare) {
+  const auto dir = cli_test::temp_dir("multi-kv");
+  const auto r =
+      latprof("run --model tiny --quiet --input 16 --output 8 --kv-dtype fp16,int8 --json " +
+              (dir / "m.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"m.kv-fp16.json", "m.kv-int8.json", "m.compare.json"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  const auto a = nlohmann::json::parse(cli_test::slurp((dir / "m.kv-fp16.json").string()));
+  const auto b = nlohmann::json::parse(cli_test::slurp((dir / "m.kv-int8.json").string()));
+  EXPECT_EQ(a["run"]["kv_dtype"], "fp16");
+  EXPECT_EQ(b["run"]["kv_dtype"], "int8");
+  EXPECT_EQ(a["run"]["dtype"], b["run"]["dtype"]);
+  EXPECT_LT(stage(b, "decode")["bytes"].get<double>(), stage(a, "decode")["bytes"].get<double>());
+  const auto c = nlohmann::json::parse(cli_test::slurp((dir / "m.compare.json").string()));
+  EXPECT_EQ(c["reports"].size(), 2u);
+  EXPECT_NE(r.out.find("kv-int8"), std::string::npos) << r.out;
+}
+
 TEST(RunCli, W8A8RunsAndIsJudgedAgainstTheInt8Peak) {
   // int8-w8a8 runs on the CPU; its matmul ops, stages and request MFU divide by the INT8
   // dot-product peak, int8 (W8A16)'s by the INT16 one where the probe measured it (VNNI), else by
