@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "model/open.hpp"
 #include "runner/model.hpp"
+#include "runner/run_common.hpp"
 
 namespace latprof {
 
@@ -20,11 +21,7 @@ void check_variants_fit(const std::vector<RunOptions>& variants) {
                 std::to_string(o.output) + " exceeds the model's context of " +
                 std::to_string(cfg.max_seq_len));
   for (const RunOptions& one : variants) {
-    BackendOptions bo;
-    bo.kind = one.backend;
-    bo.threads = one.threads;
-    bo.graphs = one.graphs;
-    bo.kv = kv_type_for(one.kv_dtype);
+    const BackendOptions bo = run_detail::run_backend_options(one);
     std::string why_not_cuda;
     const std::unique_ptr<Backend> b = create_backend(bo, &why_not_cuda);
     check_backend_kv(*b, bo.kv);

@@ -246,12 +246,17 @@ void open_run_model(const RunOptions& o, RunSetup& s) {
     s.r.notes.push_back(n);
 }
 
-void open_run_backend(const RunOptions& o, RunSetup& s) {
+BackendOptions run_backend_options(const RunOptions& o) {
   BackendOptions bo;
   bo.kind = o.backend;
   bo.threads = o.threads;
   bo.graphs = o.graphs;
   bo.kv = kv_type_for(o.kv_dtype);
+  return bo;
+}
+
+void open_run_backend(const RunOptions& o, RunSetup& s) {
+  const BackendOptions bo = run_backend_options(o);
   std::string why_not_cuda;
   s.backend = create_backend(bo, &why_not_cuda);
   Backend& b = *s.backend;

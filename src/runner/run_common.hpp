@@ -63,6 +63,9 @@ struct RunSetup {
 };
 void open_run_model(const RunOptions& o, RunSetup& s);
 void open_run_backend(const RunOptions& o, RunSetup& s);
+// The backend a run of o asks for: kind, threads, graphs and KV type (UsageError for a bad
+// --kv-dtype).
+BackendOptions run_backend_options(const RunOptions& o);
 void load_run_weights(const RunOptions& o, RunSetup& s, const EngineShape& es);
 // The parts of the report every run fills the same way: run info (identity), model config,
 // machine (with the load-average warning), setup times and the engine's settings.
