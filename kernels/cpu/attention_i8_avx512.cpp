@@ -25,7 +25,7 @@ namespace latprof::cpu::detail {
 namespace {
 
 // r[0 .. 16): 16 rows of 16 dwords -> r[c] lane i = row i's dword c.
-inline void transpose16x16(__m512i* r) {
+__attribute__((always_inline)) inline void transpose16x16(__m512i* r) {
   __m512i t[16];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {

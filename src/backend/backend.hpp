@@ -7,9 +7,10 @@
 // Layouts (row-major):
 //   activations: [rows, width] in the backend's activation type (act_bytes() per element);
 //   linear weights: [n_out, n_in], fp16 or int8 with one fp32 scale per output row;
-//   KV cache of one layer: paged, [num_blocks * block_size, kv_dim] rows for K and for V in the
-//   backend's KV type (kv_bytes()); position p of a sequence lives in row
-//   block_table[p / block_size] * block_size + p % block_size.
+//   KV cache of one layer: paged, num_blocks * block_size rows of kv_row_bytes(kv_type(), ...)
+//   for K and for V (fp16 and bf16: kv_dim elements; int8: each kv head's hd values and its fp32
+//   scale); position p of a sequence lives in row block_table[p / block_size] * block_size +
+//   p % block_size.
 //
 // Work comes as engine steps (src/engine): the tokens of one step, flattened sequence by
 // sequence, each with its position, KV slot and sequence (StepDesc). There is no separate
