@@ -99,10 +99,6 @@ void allow_kv_dot(bool allow) {
   detail::g_kv_dot = allow;
 }
 
-int64_t kv_row_bytes(KvType kv, int n_kv_heads, int hd) {
-  return int64_t(n_kv_heads) * (kv == KvType::i8 ? int64_t(hd) + 4 : 2 * int64_t(hd));
-}
-
 namespace {
 
 // One slice of hd values to int8 and its scale: scale = max |x| / 127, values x / scale rounded
@@ -132,12 +128,12 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
 #pragma omp parallel for schedule(static) if (rows * kv_dim > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     if (kv == KvType::i8) {
-      const int64_t row = kv_row_bytes(kv, n_kv_heads, hd), dst = int64_t(slots[r]) * row;
+      const int64_t slice = kv_slice_bytes(kv, hd), dst = int64_t(slots[r]) * n_kv_heads * slice;
       for (int h = 0; h < n_kv_heads; ++h) {
         quantize_slice(k + r * kv_dim + h * hd, hd,
-                       static_cast<int8_t*>(k_cache) + dst + h * (int64_t(hd) + 4));
+                       static_cast<int8_t*>(k_cache) + dst + h * slice);
         quantize_slice(v + r * kv_dim + h * hd, hd,
-                       static_cast<int8_t*>(v_cache) + dst + h * (int64_t(hd) + 4));
+                       static_cast<int8_t*>(v_cache) + dst + h * slice);
       }
       continue;
     }

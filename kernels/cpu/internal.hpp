@@ -289,7 +289,7 @@ struct AttnArgs {
   int64_t kv_dim() const { return int64_t(n_kv_heads) * hd; }
   // One (position, kv head) slice and one row of the cache, in elements of its type (uint16 for
   // fp16 and bf16; bytes for int8, whose slice ends with its fp32 scale).
-  int64_t slice_elems() const { return kv == KvType::i8 ? int64_t(hd) + 4 : int64_t(hd); }
+  int64_t slice_elems() const { return kv_slice_bytes(kv, hd) / (kv == KvType::i8 ? 1 : 2); }
   int64_t row_elems() const { return n_kv_heads * slice_elems(); }
   int64_t tok0(int64_t s) const { return query_start[s]; }
   int64_t n_tok(int64_t s) const { return int64_t(query_start[s + 1]) - query_start[s]; }

@@ -138,8 +138,13 @@ struct RaggedBatch {
 // P·V takes the probabilities times the value scales rounded to int16 per head and 64-key block
 // (vpdpwssd, int32 sums). Elsewhere keys and values are widened to fp32 and q and p stay fp32.
 enum class KvType : uint8_t { f16 = 0, bf16 = 1, i8 = 2 };
-// Bytes of one cache row (one position, every kv head) of type kv.
-int64_t kv_row_bytes(KvType kv, int n_kv_heads, int hd);
+// Bytes of one (position, kv head) slice, and of one cache row (every kv head), of type kv.
+constexpr int64_t kv_slice_bytes(KvType kv, int hd) {
+  return kv == KvType::i8 ? int64_t(hd) + 4 : 2 * int64_t(hd);
+}
+constexpr int64_t kv_row_bytes(KvType kv, int n_kv_heads, int hd) {
+  return n_kv_heads * kv_slice_bytes(kv, hd);
+}
 // Tests and benchmarks: false makes the decode widen bf16 and int8 caches to fp32 on CPUs with
 // the dot-product instructions too.
 void allow_kv_dot(bool allow);

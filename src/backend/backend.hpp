@@ -7,10 +7,10 @@
 // Layouts (row-major):
 //   activations: [rows, width] in the backend's activation type (act_bytes() per element);
 //   linear weights: [n_out, n_in], fp16 or int8 with one fp32 scale per output row;
-//   KV cache of one layer: paged, num_blocks * block_size rows of kv_row_bytes(kv_type(), ...)
-//   for K and for V (fp16 and bf16: kv_dim elements; int8: each kv head's hd values and its fp32
-//   scale); position p of a sequence lives in row block_table[p / block_size] * block_size +
-//   p % block_size.
+//   KV cache of one layer: paged, num_blocks * block_size rows for K and for V of kv_dim elements
+//   (kv_bytes() each) and n_kv_heads scales (kv_scale_bytes() each; int8: each kv head's hd
+//   values, then their fp32 scale); position p of a sequence lives in row
+//   block_table[p / block_size] * block_size + p % block_size.
 //
 // Work comes as engine steps (src/engine): the tokens of one step, flattened sequence by
 // sequence, each with its position, KV slot and sequence (StepDesc). There is no separate
@@ -45,11 +45,6 @@ enum class KvType { f16 = 0, bf16 = 1, i8 = 2 };
 inline const char* kv_dtype_name(KvType t) {
   return t == KvType::f16 ? "fp16" : t == KvType::bf16 ? "bf16" : "int8";
 }
-// Bytes of one cache row (one position, every kv head) of type t: 2 an element for fp16 and bf16;
-// int8 is 1 an element and a 4-byte scale per kv head.
-inline int64_t kv_row_bytes(KvType t, int64_t n_kv_heads, int64_t head_dim) {
-  return n_kv_heads * (t == KvType::i8 ? head_dim + 4 : 2 * head_dim);
-}
 
 struct DeviceWeight {
   void* data = nullptr;
@@ -68,7 +63,7 @@ struct DeviceWeight {
 
 // The paged KV cache of one layer.
 struct KvLayer {
-  void* k = nullptr;  // [num_blocks * block_size] rows of row_bytes (kv_row_bytes)
+  void* k = nullptr;  // [num_blocks * block_size] rows of row_bytes
   void* v = nullptr;
   int64_t num_blocks = 0;
   int64_t block_size = 0;  // positions per block
@@ -149,6 +144,8 @@ class Backend {
   virtual DeviceInfo device() const = 0;
   virtual int act_bytes() const = 0;  // bytes per activation element
   virtual int kv_bytes() const = 0;   // bytes per KV-cache element
+  // Bytes per position and kv head beside the elements, K and V each (an int8 cache's scale).
+  virtual int kv_scale_bytes() const { return 0; }
   // How this backend computes matmuls of weight type t, a sentence for the report ("": nothing
   // to say).
   virtual std::string matmul_note(WeightType t) const {

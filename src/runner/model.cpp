@@ -70,7 +70,7 @@ KvType kv_type_for(const std::string& flag) {
 Precision backend_precision(const std::string& dtype, const Backend& b) {
   Precision p = precision_for(dtype, b.act_bytes(), b.kv_bytes());
   p.kv_bf16 = b.kv_type() == KvType::bf16;
-  p.kv_scale_bytes = b.kv_type() == KvType::i8 ? 4 : 0;
+  p.kv_scale_bytes = b.kv_scale_bytes();
   return p;
 }
 
@@ -121,8 +121,10 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
                      shape.max_seqs > 0 && shape.max_model_len > 0,
                  "empty engine shape");
   // The KV pool's size in bytes must not overflow before it is compared with memory.
-  checked_mul(checked_mul(shape.kv_blocks, shape.block_size, "the KV cache"),
-              kv_row_bytes(backend.kv_type(), cfg.n_kv_heads, cfg.head_dim()), "the KV cache");
+  const int64_t row_bytes =
+      int64_t(kv_row_bytes(cfg, backend_precision(dtype_name(wtype), backend)));
+  checked_mul(checked_mul(shape.kv_blocks, shape.block_size, "the KV cache"), row_bytes,
+              "the KV cache");
   check_fits(footprint(cfg, wtype, backend, shape), backend, cfg.name);
   attention_shape.n_heads = int(cfg.n_heads);
   attention_shape.n_kv_heads = int(cfg.n_kv_heads);
@@ -150,7 +152,6 @@ LoadedModel::LoadedModel(const ModelConfig& cfg, WeightType wtype, Backend& back
       output = tok_embeddings;
     else
       output = make_weight(wtype, cfg.vocab_size, d, "LM head");
-    const int64_t row_bytes = kv_row_bytes(backend.kv_type(), cfg.n_kv_heads, cfg.head_dim());
     const size_t kv_bytes = size_t(shape.kv_blocks) * size_t(shape.block_size) * size_t(row_bytes);
     kv.resize(size_t(cfg.n_layers));
     for (auto& l : kv) {

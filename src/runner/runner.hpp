@@ -16,7 +16,7 @@ struct RunOptions {
   std::string model = "llama-2-7b";
   std::string dtype = "fp16";
   bool dtype_implied = false;     // --dtype not given: taken from the model file (implied_dtype)
-  std::string kv_dtype = "fp16";  // the KV cache's element type: fp16 or bf16 (CPU backend)
+  std::string kv_dtype = "fp16";  // the KV cache's element type: fp16, bf16 or int8 (CPU backend)
   std::string backend = "auto";
   int64_t input = 500;   // prompt tokens per sequence (with BOS); ignored when prompt is set
   int64_t output = 200;  // generated tokens per sequence

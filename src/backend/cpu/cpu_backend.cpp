@@ -92,7 +92,12 @@ class CpuBackend final : public Backend {
     return d;
   }
   int act_bytes() const override { return 4; }
-  int kv_bytes() const override { return kv_ == KvType::i8 ? 1 : 2; }
+  // The kernels' slice of hd elements is kv_slice_bytes(kv, hd): hd x kv_bytes() +
+  // kv_scale_bytes().
+  int kv_bytes() const override {
+    return int(cpu::kv_slice_bytes(cpu_kv(), 1) - cpu::kv_slice_bytes(cpu_kv(), 0));
+  }
+  int kv_scale_bytes() const override { return int(cpu::kv_slice_bytes(cpu_kv(), 0)); }
   KvType kv_type() const override { return kv_; }
   bool supports_kv(KvType, std::string*) const override { return true; }
 
