@@ -133,11 +133,13 @@ void BM_Gemv(benchmark::State& state) {
 // ~1.5 MB (each of 2 threads streams ~0.75 MB from its own 1-2 MB L2, warmed by the first calls),
 // so the rate is the kernel's own ceiling (instructions, conversion, dispatch) with DRAM out of
 // the way. A kernel whose hot rate is near its DRAM rate is bound by its instructions, not by the
-// memory.
+// memory. n_out is a multiple of 4, so INT8 weights take the layout the backend gives them (rows
+// interleaved in fours, kernels.hpp): at 5,632 columns, 279 rows had left them row-major, a path
+// the decode never takes (hot on AMD Zen 4, minutes apart: 48.6 GB/s, 276 interleaved rows 63.5).
 void BM_GemvHot(benchmark::State& state) {
   const auto type = lc::WType(state.range(0));
   const int64_t n_in = state.range(1), m = state.range(2);
-  const int64_t n_out = (int64_t(1536) << 10) / (n_in * (type == lc::WType::f16 ? 2 : 1));
+  const int64_t n_out = (int64_t(1536) << 10) / (n_in * (type == lc::WType::f16 ? 2 : 1)) / 4 * 4;
   std::vector<Matrix> mats;
   mats.push_back(make_matrix(type, n_out, n_in, 77));
   time_gemv(state, mats, m);
@@ -219,8 +221,13 @@ void BM_Step(benchmark::State& state) {
 // here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read (an int8 cache's
 // scales included). kv: 0 an fp16 cache, 1 bf16 (vdpbf16ps where the CPU has AVX512-BF16), 2 bf16
 // widened to fp32, 3 int8 (vpdpbusd scores where the CPU has AVX512-VNNI), 4 int8 widened.
+// hot (BM_AttentionDecodeHot): one cache, read again every call, so it stays in the caches (L2
+// and L3; llama-2-7b's heads at 2,000 positions, 32 MB, spill to DRAM): the kernel's own rate
+// with the memory out of the way. A decode whose hot time is near its DRAM time is bound by its
+// arithmetic and bookkeeping (tinyllama's heads at 2,000 positions on AMD Zen 4, fp16: 130 us
+// either way; reports/cpu-kernels.md).
 // args: context, n_new, model, kv
-void BM_AttentionDecode(benchmark::State& state) {
+void attention_decode(benchmark::State& state, bool hot) {
   const int64_t ctx = state.range(0), n_new = state.range(1);
   const bool tiny = state.range(2) == 1;
   const int64_t kind = state.range(3);
@@ -232,7 +239,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   const size_t cache_elems = size_t(ctx * kv_dim);
   const size_t cache_bytes = size_t(ctx * lc::kv_row_bytes(kv, n_kv, hd));
   const double bytes = 2.0 * double(cache_bytes);  // K + V
-  const int copies = int(1.1e9 / bytes) + 1;
+  const int copies = hot ? 1 : int(1.1e9 / bytes) + 1;
   std::unique_ptr<uint8_t[], FreeDeleter> k(huge_alloc(cache_bytes * size_t(copies))),
       v(huge_alloc(cache_bytes * size_t(copies)));
   if (kv == lc::KvType::i8) {  // fp16 fill's values, quantised
@@ -283,6 +290,12 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.counters["copies"] = copies;
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
   lc::allow_kv_dot(true);
+}
+void BM_AttentionDecode(benchmark::State& state) {
+  attention_decode(state, false);
+}
+void BM_AttentionDecodeHot(benchmark::State& state) {
+  attention_decode(state, true);
 }
 
 // Prefill attention (one sequence, causal, fp16 KV cache) of `tokens` new tokens after `past`
@@ -429,6 +442,11 @@ BENCHMARK(BM_Step)
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}, {0, 1, 2, 3, 4}})
     ->Args({2048, 4, 0, 0})
+    ->ArgNames({"ctx", "n_new", "model", "kv"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeHot)
+    ->ArgsProduct({{500, 2000}, {1}, {0, 1}, {0, 1, 3}})
     ->ArgNames({"ctx", "n_new", "model", "kv"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
