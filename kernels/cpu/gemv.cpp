@@ -85,6 +85,7 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   }
   constexpr int64_t kMaxM = 8;      // activation rows one kernel call holds in registers
   constexpr int64_t kMaxPass = 16;  // activation rows sharing one pass over the weights from DRAM
+  constexpr int64_t kOwnRows = 4;   // W8A16: up to this many rows rounded by each thread (below)
   // Work is handed out in chunks of whole 4-row groups, ~256 KB of weights each, with guided
   // scheduling: each thread first takes a long run of consecutive chunks (half the rows, then a
   // quarter, ...), i.e. one linear stream of weights, and the runs shrink towards the end, so a
@@ -176,19 +177,20 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       xu.reserve(size_t(mm * ldx) / 4);
       u = reinterpret_cast<uint8_t*>(xu.p);
       detail::quantize_activations_u8(xi, mm, n_in, ldx, reinterpret_cast<uint8_t*>(xu.p), xs);
-    } else if (use_vnni && mm > 1) {
+    } else if (use_vnni && mm > kOwnRows) {
       xq.resize(size_t(mm * ldx));
       detail::quantize_activations_i16(xi, mm, n_in, ldx, xq.data(), xs);
       q = xq.data();
     }
-    // One W8A16 activation row (a lone decode): each thread rounds its own copy, in the parallel
-    // region, so nobody waits for the calling thread to round it and its lines do not cross to
-    // the other core (writing a buffer the other core had read made each store wait for that
-    // core's copy to be dropped: with the weights in L2, 10% of a 5,632-column call went to the
-    // rounding and 31% to the other thread's wait). The same values as before. On AMD Zen 4, a
-    // tinyllama INT8 decode step's GEMVs (22 layers and lm_head, alternating step by step): 0.8-
-    // 2.1% faster in fast windows, level in slow ones (reports/cpu-kernels.md).
-    const bool own_q = use_vnni && !w8a8 && mm == 1;
+    // Up to kOwnRows W8A16 activation rows (a decode step of a few sequences): each thread
+    // rounds its own copy, in the parallel region, so nobody waits for the calling thread to
+    // round them and their lines do not cross to the other core (writing a buffer the other core
+    // had read made each store wait for that core's copy to be dropped: with the weights in L2,
+    // 10% of a 5,632-column call went to the rounding and 31% to the other thread's wait). The
+    // same values as before. On AMD Zen 4, a tinyllama INT8 decode step's GEMVs (22 layers and
+    // lm_head, alternating step by step): 1 row 0.8-2.1% faster in fast windows, level in slow
+    // ones; 2 and 4 rows a median 1.5% faster (reports/cpu-kernels.md).
+    const bool own_q = use_vnni && !w8a8 && !q;
     // One run [c0, c1) of consecutive chunks (split where one weight ends and the next begins):
     // one kernel call per weight, so its software prefetch runs on across the chunk boundaries.
     auto run = [&](int64_t c0, int64_t c1, const int16_t* q, const float* xs) {
@@ -236,11 +238,11 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       const int64_t nt = omp_get_num_threads();
       const int16_t* qt = q;
       const float* xst = xs;
-      float own_xs[1];
+      float own_xs[kMaxPass];
       if (own_q) {
         thread_local std::vector<int16_t> own;
-        own.resize(size_t(ldx));
-        detail::quantize_activations_i16(xi, 1, n_in, ldx, own.data(), own_xs);
+        own.resize(size_t(mm * ldx));
+        detail::quantize_activations_i16(xi, mm, n_in, ldx, own.data(), own_xs);
         qt = own.data();
         xst = own_xs;
       }
