@@ -219,8 +219,10 @@ void BM_Step(benchmark::State& state) {
 // tinyllama-1.1b's (model 1: 32 query heads on 4 kv heads, hd 64): enough distinct caches of
 // `context` positions are rotated that > 1.1 GB is touched between reuses (more than any L3
 // here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read (an int8 cache's
-// scales included). kv: 0 an fp16 cache, 1 bf16 (vdpbf16ps where the CPU has AVX512-BF16), 2 bf16
-// widened to fp32, 3 int8 (vpdpbusd scores where the CPU has AVX512-VNNI), 4 int8 widened.
+// scales included). kv: 0 an fp16 cache in the CPU backend's layout (K in 16-position tiles), 1
+// bf16 (vdpbf16ps where the CPU has AVX512-BF16), 2 bf16 widened to fp32, 3 int8 (vpdpbusd scores
+// where the CPU has AVX512-VNNI), 4 int8 widened, 5 fp16 with K by rows (the layout before the
+// tiles).
 // hot (BM_AttentionDecodeHot): one cache, read again every call, so it stays in the caches (L2
 // and L3; llama-2-7b's heads at 2,000 positions, 32 MB, spill to DRAM): the kernel's own rate
 // with the memory out of the way. A decode whose hot time is near its DRAM time is bound by its
@@ -231,14 +233,20 @@ void attention_decode(benchmark::State& state, bool hot) {
   const int64_t ctx = state.range(0), n_new = state.range(1);
   const bool tiny = state.range(2) == 1;
   const int64_t kind = state.range(3);
-  const auto kv = kind == 0 ? lc::KvType::f16 : kind <= 2 ? lc::KvType::bf16 : lc::KvType::i8;
+  const auto kv = kind == 0 || kind == 5 ? lc::KvType::f16
+                  : kind <= 2            ? lc::KvType::bf16
+                                         : lc::KvType::i8;
   lc::allow_kv_dot(kind != 2 && kind != 4);
   const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
   const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
   const double ceiling = hot ? 0.0 : read_bw();  // hot: no DRAM figure to judge against
-  const size_t cache_elems = size_t(ctx * kv_dim);
-  const size_t cache_bytes = size_t(ctx * lc::kv_row_bytes(kv, n_kv, hd));
-  const double bytes = 2.0 * double(cache_bytes);  // K + V
+  // One block of ctx positions rounded up to whole 16-position tiles (the random fill is as
+  // random in any layout).
+  const int64_t block = (ctx + 15) / 16 * 16;
+  const lc::KLayout kl = kind == 5 ? lc::KLayout::rows : lc::k_layout_for(kv, block);
+  const size_t cache_elems = size_t(block * kv_dim);
+  const size_t cache_bytes = size_t(block * lc::kv_row_bytes(kv, n_kv, hd));
+  const double bytes = 2.0 * double(ctx * lc::kv_row_bytes(kv, n_kv, hd));  // K + V read
   const int copies = hot ? 1 : int(1.1e9 / bytes) + 1;
   std::unique_ptr<uint8_t[], FreeDeleter> k(huge_alloc(cache_bytes * size_t(copies))),
       v(huge_alloc(cache_bytes * size_t(copies)));
@@ -249,9 +257,9 @@ void attention_decode(benchmark::State& state, bool hot) {
     for (size_t i = 0; i < h.size(); ++i) kf[i] = latprof::half_to_float(h[i]);
     lc::fill_f16(h.data(), int64_t(h.size()), 32, 1.0f);
     for (size_t i = 0; i < h.size(); ++i) vf[i] = latprof::half_to_float(h[i]);
-    std::vector<int32_t> slots(static_cast<size_t>(ctx));
+    std::vector<int32_t> slots(static_cast<size_t>(block));
     std::iota(slots.begin(), slots.end(), 0);
-    lc::kv_store_paged(kf.data(), vf.data(), ctx, slots.data(), n_kv, hd, kv, k.get(), v.get());
+    lc::kv_store_paged(kf.data(), vf.data(), block, slots.data(), n_kv, hd, kv, k.get(), v.get());
     for (int c = 1; c < copies; ++c) {
       std::memcpy(k.get() + size_t(c) * cache_bytes, k.get(), cache_bytes);
       std::memcpy(v.get() + size_t(c) * cache_bytes, v.get(), cache_bytes);
@@ -271,13 +279,13 @@ void attention_decode(benchmark::State& state, bool hot) {
   // Each cache copy is one block of ctx positions; the new tokens are its last n_new.
   std::vector<int32_t> query_start = {0, int32_t(n_new)}, positions, table = {0};
   for (int64_t t = 0; t < n_new; ++t) positions.push_back(int32_t(ctx - n_new + t));
-  const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, ctx};
+  const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, block};
   int next = 0;
   const WallTimer timer;
   for (auto _ : state) {
     const size_t off = size_t(next) * cache_bytes;
     lc::attention_paged(q.data(), kv, k.get() + off, v.get() + off, batch, n_heads, n_kv, hd, 0,
-                        out.data());
+                        out.data(), kl);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
     next = (next + 1) % copies;
@@ -442,13 +450,13 @@ BENCHMARK(BM_Step)
     ->UseRealTime();
 
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}, {0, 1, 2, 3, 4, 5}})
     ->Args({2048, 4, 0, 0})
     ->ArgNames({"ctx", "n_new", "model", "kv"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_AttentionDecodeHot)
-    ->ArgsProduct({{500, 2000}, {1}, {0, 1}, {0, 1, 3}})
+    ->ArgsProduct({{500, 2000}, {1}, {0, 1}, {0, 1, 3, 5}})
     ->ArgNames({"ctx", "n_new", "model", "kv"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();

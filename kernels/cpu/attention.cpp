@@ -20,6 +20,12 @@ namespace {
 
 // dst[0 .. hd) = the cache slice of (row, kv head kvh) in fp32.
 void widen_slice(const AttnArgs& a, const void* cache, int64_t row, int kvh, float* dst) {
+  if (a.k_tiled && cache == a.k_cache) {  // fp16, 16 apart
+    const uint16_t* x = static_cast<const uint16_t*>(cache) +
+                        k_cache_index(KLayout::tiled16, row, int64_t(kvh) * a.hd, a.kv_dim());
+    for (int d = 0; d < a.hd; ++d) dst[d] = half_to_float(x[16 * d]);
+    return;
+  }
   const int64_t at = row * a.row_elems() + kvh * a.slice_elems();
   if (a.kv == KvType::i8) {
     const int8_t* x = static_cast<const int8_t*>(cache) + at;
@@ -122,8 +128,9 @@ void quantize_slice(const float* x, int hd, int8_t* dst) {
 }  // namespace
 
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
-                    int n_kv_heads, int hd, KvType kv, void* k_cache, void* v_cache) {
+                    int n_kv_heads, int hd, KvType kv, void* k_cache, void* v_cache, KLayout kl) {
   const int64_t kv_dim = int64_t(n_kv_heads) * hd;
+  const bool tiled = kl == KLayout::tiled16 && kv == KvType::f16;
   const bool f16c = active_isa() != Isa::scalar;
 #pragma omp parallel for schedule(static) if (rows * kv_dim > 65536)
   for (int64_t r = 0; r < rows; ++r) {
@@ -145,6 +152,20 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
         kc[dst + i] = float_to_bf16(k[r * kv_dim + i]);
         vc[dst + i] = float_to_bf16(v[r * kv_dim + i]);
       }
+    } else if (tiled) {  // K's elements 16 apart in the row's tile; V by rows
+      uint16_t* kt = kc + k_cache_index(kl, slots[r], 0, kv_dim);
+      if (f16c) {
+        thread_local std::vector<uint16_t> row;
+        row.resize(size_t(kv_dim));
+        detail::f32_to_f16_f16c(k + r * kv_dim, row.data(), kv_dim);
+        for (int64_t i = 0; i < kv_dim; ++i) kt[16 * i] = row[size_t(i)];
+        detail::f32_to_f16_f16c(v + r * kv_dim, vc + dst, kv_dim);
+      } else {
+        for (int64_t i = 0; i < kv_dim; ++i) {
+          kt[16 * i] = float_to_half(k[r * kv_dim + i]);
+          vc[dst + i] = float_to_half(v[r * kv_dim + i]);
+        }
+      }
     } else if (f16c) {
       detail::f32_to_f16_f16c(k + r * kv_dim, kc + dst, kv_dim);
       detail::f32_to_f16_f16c(v + r * kv_dim, vc + dst, kv_dim);
@@ -159,7 +180,7 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
 
 void attention_paged(const float* q, KvType kv, const void* k_cache, const void* v_cache,
                      const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
-                     float* out) {
+                     float* out, KLayout kl) {
   if (b.n_seqs <= 0) return;
   // vdpbf16ps or vpdpbusd for the GQA decode (where the multiply-adds bound it); MHA decodes
   // widen the cache.
@@ -181,7 +202,8 @@ void attention_paged(const float* q, KvType kv, const void* k_cache, const void*
                            window,
                            kv,
                            dot,
-                           dot8};
+                           dot8,
+                           kl == KLayout::tiled16 && kv == KvType::f16};
   // Sequences with few query tokens (decodes) stream their cache once, split over keys; the
   // others (prefill chunks) are cut into units of query tokens per kv head.
   constexpr int64_t kFewTokens = 4;

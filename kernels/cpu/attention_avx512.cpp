@@ -49,8 +49,13 @@ namespace {
 
 constexpr int kKeyBlock = 64;  // keys per online-softmax step
 
-// S^T[i][row] for keys i0..i0+7 (rows of kf) and NRV vectors of rows.
-template <int NRV>
+// Row stride of the keys converted from a tiled16 K cache (kfT[d][key], keys of the 64-key block
+// at their offset from its start; up to 7 past its end are read, zeros).
+constexpr int kTiledStride = kKeyBlock + 16;
+
+// S^T[i][row] for keys i0..i0+7 (rows of kf, hdp apart; with KT, columns of kf, kTiledStride
+// apart) and NRV vectors of rows.
+template <int NRV, bool KT = false>
 inline void tile_scores(const float* qt, int64_t rp, const float* kf, int hdp, int hd, float* st) {
   __m512 acc[8][NRV];
 #pragma GCC unroll 8
@@ -61,7 +66,7 @@ inline void tile_scores(const float* qt, int64_t rp, const float* kf, int hdp, i
     for (int v = 0; v < NRV; ++v) q[v] = _mm512_loadu_ps(qt + d * rp + 16 * v);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m512 k = _mm512_set1_ps(kf[j * hdp + d]);
+      const __m512 k = _mm512_set1_ps(KT ? kf[d * kTiledStride + j] : kf[j * hdp + d]);
       for (int v = 0; v < NRV; ++v) acc[j][v] = _mm512_fmadd_ps(k, q[v], acc[j][v]);
     }
   }
@@ -117,7 +122,8 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
   float* const qt = filled(qt_buf, hdp * rp, 0.0f);
   float* const ot = filled(ot_buf, hdp * rp, 0.0f);
   float* const st = scratch(st_buf, kKeyBlock * rp);
-  float* const kf = filled(kf_buf, kKeyBlock * hdp, 0.0f);  // rows past a short block stay finite
+  // Rows past a short block stay finite.
+  float* const kf = filled(kf_buf, std::max<int64_t>(kKeyBlock, kTiledStride) * hdp, 0.0f);
   float* const vf = scratch(vf_buf, kKeyBlock * hdp);
   float* const mrow = filled(m_buf, rp, kNegInf);
   float* const lrow = filled(l_buf, rp, 0.0f);
@@ -139,15 +145,37 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
   for (int64_t j0 = kmin / kKeyBlock * kKeyBlock; j0 < kmax; j0 += kKeyBlock) {
     const int64_t jb = std::max(j0, kmin), je = std::min(j0 + kKeyBlock, kmax);
     const int nk = int(je - jb);
-    for (int i = 0; i < nk; ++i) {
-      cvt_head<KV>(kv_ptr<KV>(a.k_cache) + a.row(s, jb + i) * row_elems + slice, kf + i * hdp, nv,
-                   hd);
-    }
-    for (int i0 = 0; i0 < nk; i0 += 8) {
-      int64_t v = 0;
-      for (; v + 2 <= nrv; v += 2)
-        tile_scores<2>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
-      if (v < nrv) tile_scores<1>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
+    if (KV == KvType::f16 && a.k_tiled) {
+      // kf[d * kTiledStride + (p - j0)]: each 16-position tile's run of a dimension converted as
+      // one vector, the positions outside [jb, je) zero.
+      const uint16_t* kc = static_cast<const uint16_t*>(a.k_cache) + int64_t(kvh) * hd * 16;
+      for (int64_t p0 = jb / 16 * 16; p0 < je; p0 += 16) {
+        const int64_t lo = std::max(jb, p0) - p0, hi = std::min(je, p0 + 16) - p0;
+        const __mmask16 m = __mmask16(((1u << (hi - lo)) - 1) << lo);
+        const uint16_t* t = kc + a.k_tile(a.row(s, p0) / 16);
+        float* dst = kf + (p0 - j0);
+        for (int d = 0; d < hd; ++d)
+          _mm512_storeu_ps(dst + d * kTiledStride,
+                           _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, t + 16 * d)));
+      }
+      const float* kb = kf + (jb - j0);
+      for (int i0 = 0; i0 < nk; i0 += 8) {
+        int64_t v = 0;
+        for (; v + 2 <= nrv; v += 2)
+          tile_scores<2, true>(qt + 16 * v, rp, kb + i0, hdp, hd, st + i0 * rp + 16 * v);
+        if (v < nrv) tile_scores<1, true>(qt + 16 * v, rp, kb + i0, hdp, hd, st + i0 * rp + 16 * v);
+      }
+    } else {
+      for (int i = 0; i < nk; ++i) {
+        cvt_head<KV>(kv_ptr<KV>(a.k_cache) + a.row(s, jb + i) * row_elems + slice, kf + i * hdp, nv,
+                     hd);
+      }
+      for (int i0 = 0; i0 < nk; i0 += 8) {
+        int64_t v = 0;
+        for (; v + 2 <= nrv; v += 2)
+          tile_scores<2>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
+        if (v < nrv) tile_scores<1>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
+      }
     }
     // Online softmax per lane: mask, block max, rescale factor, p = exp(s - max), sums.
     for (int64_t v = 0; v < nrv; ++v) {
@@ -225,7 +253,8 @@ namespace {
 // L1 and is loaded and stored per key), the rows two ahead prefetched into L2. From DRAM on Zen 4
 // 0.82-0.94x the time of the walk it replaced (16-key sub-blocks head by head: each head's slice
 // of 16 rows is 16 runs of 256 bytes 8 KB apart, an order a plain read takes at ~0.8x of a linear
-// one): reports/cpu-kernels.md.
+// one): reports/cpu-kernels.md. On a tiled16 K cache the scores are scores_tiled's (each head's
+// run of a 16-key tile, the keys in the lanes, no reduction), also in address order.
 template <KvType KV>
 void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, float* sc,
                float* part) {
@@ -240,7 +269,9 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     const int npf = int(std::min<int64_t>(B + 2, k1 - j0));  // rows with offsets (2 to prefetch)
     fill_row_offsets(a, s, j0, npf, ro);
-    for (int j = 0; j < nb_all; ++j) {
+    if (KV == KvType::f16 && a.k_tiled)  // each head's runs of a 16-key tile: no reduction
+      scores_tiled(a, s, j0, nb_all, k1, qf, sc, false);
+    for (int j = 0; j < nb_all && !(KV == KvType::f16 && a.k_tiled); ++j) {
       const kv_elem<KV>* krow = kv_ptr<KV>(a.k_cache) + ro[j];
       const kv_elem<KV>* kpf = j + 2 < npf ? kv_ptr<KV>(a.k_cache) + ro[j + 2] : nullptr;
       for (int64_t t = 0; t < nt; ++t) {

@@ -306,6 +306,115 @@ inline void score_tile(int hg, const float* q, int hdp, const kv_elem<KV>* k, co
   }
 }
 
+// Scores of HG query heads (q: rows hdp floats apart, scaled) against the 16 keys of one tile of
+// a tiled16 K cache (t: the kv head's hd runs of 16 fp16 keys): lane i of head h's result is its
+// score for the tile's key i, stored at dst + h * hstride in the lanes of m. Each converted run
+// feeds HG multiply-adds with q's element broadcast from memory; below 4 heads the dimensions are
+// summed in NA interleaved chains (the multiply-add's latency).
+template <int HG, int NA>
+inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, float* dst,
+                          int64_t hstride, __mmask16 m, const char* pk) {
+  __m512 acc[HG][NA];
+#pragma GCC unroll 16
+  for (int h = 0; h < HG; ++h)
+#pragma GCC unroll 4
+    for (int c = 0; c < NA; ++c) acc[h][c] = _mm512_setzero_ps();
+  int d = 0;
+  for (; d + NA <= hd; d += NA) {
+#pragma GCC unroll 4
+    for (int c = 0; c < NA; ++c) {
+      if (pk && ((d + c) & 1) == 0) _mm_prefetch(pk + 32 * (d + c), _MM_HINT_T2);
+      const __m512 k =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 16 * (d + c))));
+#pragma GCC unroll 16
+      for (int h = 0; h < HG; ++h)
+        acc[h][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hdp + d + c]), k, acc[h][c]);
+    }
+  }
+  for (; d < hd; ++d) {
+    const __m512 k =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 16 * d)));
+#pragma GCC unroll 16
+    for (int h = 0; h < HG; ++h)
+      acc[h][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hdp + d]), k, acc[h][0]);
+  }
+#pragma GCC unroll 16
+  for (int h = 0; h < HG; ++h) {
+    __m512 x = acc[h][0];
+#pragma GCC unroll 4
+    for (int c = 1; c < NA; ++c) x = _mm512_add_ps(x, acc[h][c]);
+    _mm512_mask_storeu_ps(dst + h * hstride, m, x);
+  }
+}
+
+// Scores of the keys [j0, j0 + nb) on a tiled16 K cache (fp16) for every (token, head) row of
+// sequence s, keys contiguous: sc[(t * n_heads + h) * kDecBlock + j - j0] (softmax_block's
+// layout). Tile by tile (16 positions: a.row(s, p) of the tile's first position is a multiple of
+// 16), kv head by kv head, in address order. Lanes of keys outside [j0, j0 + nb) are not stored.
+// With pf (the GQA decode), each (tile, kv head) prefetches into L2 the K run ~8 KB further on in
+// that order (keys up to k1), a line every other dimension of its first score tile, and this
+// tile's V rows of its kv head. Without (the MHA decode, whose tiles are 128 KB of K at 7B's heads,
+// each read in address order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's
+// heads took 1.12-1.14x the time with the prefetch, tinyllama's 0.94-0.95x
+// (reports/cpu-kernels.md).
+inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64_t k1,
+                         const float* qf, float* sc, bool pf) {
+  const int hd = a.hd, nh = a.n_heads, nkv = a.n_kv_heads, group = nh / nkv;
+  const int hdp = 16 * ((hd + 15) / 16);
+  const int64_t nt = a.n_tok(s), run = int64_t(hd) * 16, row_bytes = a.row_elems() * 2;
+  const int ahead = int(std::max<int64_t>(1, 8192 / (run * 2)));  // runs
+  const uint16_t* kc = static_cast<const uint16_t*>(a.k_cache);
+  const char* vc = static_cast<const char*>(a.v_cache);
+  for (int64_t pt = j0 / 16 * 16; pt < j0 + nb; pt += 16) {
+    const int lo = int(std::max(j0, pt) - pt), hi = int(std::min(j0 + nb, pt + 16) - pt);
+    const __mmask16 m = __mmask16(((1u << (hi - lo)) - 1) << lo);
+    const int64_t row0 = a.row(s, pt);
+    const uint16_t* tile = kc + a.k_tile(row0 / 16);
+    for (int kvh = 0; kvh < nkv; ++kvh) {
+      const uint16_t* t = tile + kvh * run;
+      // The run `ahead` runs on: this tile's or one further on.
+      const int64_t pa = pt + 16 * ((kvh + ahead) / nkv);
+      const char* pk = nullptr;  // prefetched line by line in the first score tile's loop
+      if (pf && pa < k1) {
+        const uint16_t* ta = pa == pt ? tile : kc + a.k_tile(a.row(s, pa) / 16);
+        pk = reinterpret_cast<const char*>(ta + (kvh + ahead) % nkv * run);
+      }
+      if (pf)
+        for (int i = lo; i < hi; ++i)
+          for (int64_t l = 0; l < int64_t(hd) * 2; l += 64)
+            _mm_prefetch(vc + (row0 + i) * row_bytes + int64_t(kvh) * hd * 2 + l, _MM_HINT_T2);
+      for (int64_t tk = 0; tk < nt; ++tk) {
+        const auto [vlo, vhi] = visible(a, s, tk, pt, lo, hi - lo);
+        if (vlo >= vhi) continue;
+        for (int hh = 0; hh < group;) {
+          const int hg = tile_heads(group - hh, 16);
+          const int64_t r = tk * nh + kvh * group + hh;
+          const float* q = qf + r * hdp;
+          float* d = sc + r * kDecBlock + (pt - j0);
+          switch (hg) {
+            case 16:
+              scores_tile16<16, 1>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              break;
+            case 8:
+              scores_tile16<8, 1>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              break;
+            case 4:
+              scores_tile16<4, 1>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              break;
+            case 2:
+              scores_tile16<2, 2>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              break;
+            default:
+              scores_tile16<1, 4>(q, hdp, t, hd, d, kDecBlock, m, pk);
+          }
+          pk = nullptr;
+          hh += hg;
+        }
+      }
+    }
+  }
+}
+
 // GQA P·V: HB query heads of one group over n keys (probabilities p[key * pk + head * ph]; on an
 // int8 cache already multiplied by each value slice's scale), CB vectors of each head's output (o
 // rows ostride apart) held in registers; each key's CB value vectors (at v + ro[key]) are
@@ -373,6 +482,54 @@ inline void pv_kv_any(int hb, int cb, const float* p, int64_t pk, int64_t ph, in
   }
 }
 
+// P·V of the GQA decode, token t, the visible keys [lo, hi) of a block (offsets from its start;
+// roff: their V rows' offsets), head h's probability for key j at pt[h * ph + j * pk]: each kv
+// head's query heads in tiles of up to 8 heads by 16 / heads vectors of the output.
+template <KvType KV, bool FULL>
+inline void pv_gqa(const AttnArgs& a, int64_t t, int64_t lo, int64_t hi, const int64_t* roff,
+                   const float* pt, int64_t pk, int64_t ph, float* part) {
+  const int hd = a.hd, nh = a.n_heads, group = nh / a.n_kv_heads, nv = (hd + 15) / 16;
+  const __mmask16 last = head_mask(nv - 1, nv, hd);
+  const int64_t ps = attn_part_stride(hd);
+  for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
+    for (int hh = 0; hh < group;) {
+      const int hb = tile_heads(group - hh, 8);
+      const int64_t h = int64_t(kvh) * group + hh, r = t * nh + h;
+      for (int c0 = 0; c0 < nv;) {
+        int cb = std::min(8, 16 / hb);
+        while (cb > nv - c0) cb /= 2;
+        const __mmask16 lm = c0 + cb == nv ? last : __mmask16(0xffff);
+        pv_kv_any<KV, FULL>(hb, cb, pt + h * ph + lo * pk, pk, ph, int(hi - lo),
+                            kv_ptr<KV>(a.v_cache) + kvh * a.slice_elems() + 16 * c0, roff + lo,
+                            part + r * ps + 16 * c0, ps, lm);
+        c0 += cb;
+      }
+      hh += hb;
+    }
+  }
+}
+
+// The GQA decode on a tiled16 K cache (fp16): per 64-key block, scores_tiled (keys in the vector
+// lanes: no reduction), softmax_block, then P·V as chunk_gqa_t's, the probabilities read key-major
+// per head.
+template <bool FULL>
+void chunk_gqa_tiled(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
+                     float* part) {
+  constexpr int B = kDecBlock;
+  int64_t roff[B];
+  for (int64_t j0 = k0; j0 < k1; j0 += B) {
+    const int nb_all = int(std::min<int64_t>(B, k1 - j0));
+    fill_row_offsets(a, s, j0, nb_all, roff);
+    scores_tiled(a, s, j0, nb_all, k1, qfp, scp, true);
+    softmax_block(a, s, j0, nb_all, scp, part);
+    for (int64_t t = 0; t < a.n_tok(s); ++t) {
+      const auto [lo, hi] = visible(a, s, t, j0, 0, nb_all);
+      if (lo >= hi) continue;
+      pv_gqa<KvType::f16, FULL>(a, t, lo, hi, roff, scp + t * a.n_heads * B, 1, B, part);
+    }
+  }
+}
+
 // Decode with GQA (tinyllama's 32 query heads on 4 kv heads): per 64-key block, scores of each
 // kv head's query heads 16 keys at a time with K converted in registers (each converted vector
 // feeding 8 heads' multiply-adds), one softmax step with the heads in the vector lanes, then P·V
@@ -399,6 +556,8 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
   const __mmask16 last = head_mask(nv - 1, nv, hd);
   const int64_t nt = a.n_tok(s), ps = attn_part_stride(hd);
   int64_t roff[B + 32];
+  if constexpr (KV == KvType::f16 && !Dot::enabled)
+    if (a.k_tiled) return chunk_gqa_tiled<FULL>(a, s, k0, k1, qfp, scp, part);
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     const int nro = int(std::min<int64_t>(B + kAhead, k1 - j0));
@@ -467,22 +626,7 @@ void chunk_gqa_t(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf
           }
         continue;
       }
-      for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-        for (int hh = 0; hh < group;) {
-          const int hb = tile_heads(group - hh, 8);
-          const int64_t r = t * nh + int64_t(kvh) * group + hh;
-          for (int c0 = 0; c0 < nv;) {
-            int cb = std::min(8, 16 / hb);
-            while (cb > nv - c0) cb /= 2;
-            const __mmask16 lm = c0 + cb == nv ? last : __mmask16(0xffff);
-            pv_kv_any<KV, FULL>(hb, cb, scp + (t * B + lo) * nh + (r - t * nh), nh, 1, int(hi - lo),
-                                kv_ptr<KV>(a.v_cache) + kvh * a.slice_elems() + 16 * c0, roff + lo,
-                                part + r * ps + 16 * c0, ps, lm);
-            c0 += cb;
-          }
-          hh += hb;
-        }
-      }
+      pv_gqa<KV, FULL>(a, t, lo, hi, roff, scp + t * B * nh, nh, 1, part);
     }
   }
 }

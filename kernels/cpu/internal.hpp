@@ -285,6 +285,8 @@ struct AttnArgs {
   bool dot_bf16 = false;
   // The GQA decode scores with vpdpbusd (an int8 cache, AVX512-VNNI, hd % 4 == 0).
   bool dot_i8 = false;
+  // K in KLayout::tiled16 (kv f16, block_size a multiple of 16).
+  bool k_tiled = false;
 
   int64_t kv_dim() const { return int64_t(n_kv_heads) * hd; }
   // One (position, kv head) slice and one row of the cache, in elements of its type (uint16 for
@@ -294,6 +296,8 @@ struct AttnArgs {
   int64_t tok0(int64_t s) const { return query_start[s]; }
   int64_t n_tok(int64_t s) const { return int64_t(query_start[s + 1]) - query_start[s]; }
   int64_t pos(int64_t s, int64_t t) const { return positions[query_start[s] + t]; }
+  // The first element of tile g (rows 16g .. 16g + 15) of a tiled16 K cache, in uint16.
+  int64_t k_tile(int64_t g) const { return g * 16 * kv_dim(); }
   // The cache row of position p of sequence s.
   int64_t row(int64_t s, int64_t p) const {
     return int64_t(block_tables[s * max_blocks + p / block_size]) * block_size + p % block_size;

@@ -145,19 +145,39 @@ constexpr int64_t kv_slice_bytes(KvType kv, int hd) {
 constexpr int64_t kv_row_bytes(KvType kv, int n_kv_heads, int hd) {
   return n_kv_heads * kv_slice_bytes(kv, hd);
 }
+// The K cache's layout (V is always stored by rows). rows: as above, row r's n_kv_heads * hd
+// elements contiguous. tiled16 (fp16 only): the rows in groups of 16 (rows 16g .. 16g + 15), each
+// group stored transposed, element i of row r at ((r / 16) * kv_dim + i) * 16 + r % 16: for every
+// (kv head, dimension) the 16 rows' values sit in one 32-byte run, as vLLM's paged K cache puts
+// a block's positions next to each other. The decode's scores then take the keys in the vector
+// lanes (a broadcast q element times 16 keys per multiply-add): no transposition of the dot
+// products afterwards. The cache's rows must be a multiple of 16 (block sizes of 16 and more).
+enum class KLayout : uint8_t { rows = 0, tiled16 = 1 };
+// The layout the CPU backend stores a K cache of type kv in blocks of block_size positions.
+constexpr KLayout k_layout_for(KvType kv, int64_t block_size) {
+  return kv == KvType::f16 && block_size > 0 && block_size % 16 == 0 ? KLayout::tiled16
+                                                                     : KLayout::rows;
+}
+// The element index of (row r, element i of the row's kv_dim) in a 2-byte K cache of layout kl.
+constexpr int64_t k_cache_index(KLayout kl, int64_t r, int64_t i, int64_t kv_dim) {
+  return kl == KLayout::tiled16 ? ((r >> 4) * kv_dim + i) * 16 + (r & 15) : r * kv_dim + i;
+}
 // Tests and benchmarks: false makes the decode widen bf16 and int8 caches to fp32 on CPUs with
 // the dot-product instructions too.
 void allow_kv_dot(bool allow);
-// k, v: [rows, n_kv_heads * hd] fp32 -> cache rows slots[r] of type kv.
+// k, v: [rows, n_kv_heads * hd] fp32 -> cache rows slots[r] of type kv, K in layout kl (tiled16
+// only with kv f16).
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,
-                    int n_kv_heads, int hd, KvType kv, void* k_cache, void* v_cache);
+                    int n_kv_heads, int hd, KvType kv, void* k_cache, void* v_cache,
+                    KLayout kl = KLayout::rows);
 // Causal grouped-query attention of each query row over its sequence's cache positions
 // [0, p] (with a sliding window W > 0: [max(0, p - W + 1), p], W keys); the cache already holds
 // them. q, out: [rows, n_heads * hd] fp32; query head h uses kv head h / (n_heads / n_kv_heads);
 // scale 1/sqrt(hd).
+// K in layout kl (tiled16: kv f16 and b.block_size a multiple of 16).
 void attention_paged(const float* q, KvType kv, const void* k_cache, const void* v_cache,
                      const RaggedBatch& b, int n_heads, int n_kv_heads, int hd, int64_t window,
-                     float* out);
+                     float* out, KLayout kl = KLayout::rows);
 // out[t, j] = silu(gate[t, j]) * up[t, j]; out may alias gate
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 // x[i] += y[i]

@@ -601,6 +601,7 @@ struct AttnCase {
   int n_heads, n_kv_heads, hd;
   int64_t window = 0;  // sliding window (keys); 0: none
   KvType kv = KvType::f16;
+  KLayout kl = KLayout::rows;  // the K cache's (tiled16: ctx_cap a multiple of 16)
   float value(uint16_t x) const { return kv == KvType::bf16 ? bf16_to_float(x) : half_to_float(x); }
   uint16_t store(float x) const { return kv == KvType::bf16 ? float_to_bf16(x) : float_to_half(x); }
   uint16_t nan() const { return kv == KvType::bf16 ? uint16_t(0x7fc0) : kHalfNaN; }
@@ -678,17 +679,33 @@ struct Contiguous {
 // head of kv_dim).
 void kv_store(const float* k, const float* v, int64_t n_seq, int64_t n_new, int64_t pos0,
               int64_t ctx_cap, int64_t kv_dim, uint16_t* k_cache, uint16_t* v_cache,
-              KvType kv = KvType::f16) {
+              KvType kv = KvType::f16, KLayout kl = KLayout::rows) {
   const Contiguous c(n_seq, n_new, pos0, ctx_cap);
-  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), 1, int(kv_dim), kv, k_cache, v_cache);
+  kv_store_paged(k, v, n_seq * n_new, c.slots.data(), 1, int(kv_dim), kv, k_cache, v_cache, kl);
 }
 
 // q, out: [n_seq * n_new, n_heads * hd] fp32; token t of sequence s is at position pos0 + t.
 void attention(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_seq,
                int64_t n_new, int64_t pos0, int64_t ctx_cap, int n_heads, int n_kv_heads, int hd,
-               float* out, int64_t window, KvType kv = KvType::f16) {
+               float* out, int64_t window, KvType kv = KvType::f16, KLayout kl = KLayout::rows) {
   const Contiguous c(n_seq, n_new, pos0, ctx_cap);
-  attention_paged(q, kv, k_cache, v_cache, c.batch, n_heads, n_kv_heads, hd, window, out);
+  attention_paged(q, kv, k_cache, v_cache, c.batch, n_heads, n_kv_heads, hd, window, out, kl);
+}
+
+// A K cache of rows [rows, kv_dim] in layout kl (to_layout), and back (from_layout).
+std::vector<uint16_t> to_layout(const std::vector<uint16_t>& k, int64_t kv_dim, KLayout kl) {
+  std::vector<uint16_t> out(k.size());
+  for (int64_t r = 0; r < int64_t(k.size()) / kv_dim; ++r)
+    for (int64_t i = 0; i < kv_dim; ++i)
+      out[size_t(k_cache_index(kl, r, i, kv_dim))] = k[size_t(r * kv_dim + i)];
+  return out;
+}
+std::vector<uint16_t> from_layout(const std::vector<uint16_t>& k, int64_t kv_dim, KLayout kl) {
+  std::vector<uint16_t> out(k.size());
+  for (int64_t r = 0; r < int64_t(k.size()) / kv_dim; ++r)
+    for (int64_t i = 0; i < kv_dim; ++i)
+      out[size_t(r * kv_dim + i)] = k[size_t(k_cache_index(kl, r, i, kv_dim))];
+  return out;
 }
 
 // atol, rtol: the output's tolerance against the double-precision reference over the same cache.
@@ -719,8 +736,11 @@ void check_attention(const AttnCase& c, uint32_t seed, double atol = 2e-5, doubl
   const std::vector<float> k_new = random_f32(size_t(rows * kv_dim), seed + 2, -3, 3);
   const std::vector<float> v_new = random_f32(size_t(rows * kv_dim), seed + 3);
   const std::vector<float> q = random_f32(size_t(rows * c.n_heads * c.hd), seed + 4, -3, 3);
-  kv_store(k_new.data(), v_new.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, kv_dim, kc.data(),
-           vc.data(), c.kv);
+  // The K cache in the case's layout while kv_store and the kernel use it; kc: its rows.
+  std::vector<uint16_t> kp = to_layout(kc, kv_dim, c.kl);
+  kv_store(k_new.data(), v_new.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, kv_dim, kp.data(),
+           vc.data(), c.kv, c.kl);
+  kc = from_layout(kp, kv_dim, c.kl);
   // kv_store: exact round-to-nearest-even values at pos0 + t, nothing else touched.
   for (int64_t s = 0; s < c.n_seq; ++s)
     for (int64_t p = 0; p < c.ctx_cap; ++p)
@@ -741,8 +761,8 @@ void check_attention(const AttnCase& c, uint32_t seed, double atol = 2e-5, doubl
       }
   const std::vector<double> ref = attention_ref(c, q, kc, vc);
   std::vector<float> out(ref.size(), kNaN);
-  attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.n_heads,
-            c.n_kv_heads, c.hd, out.data(), c.window, c.kv);
+  attention(q.data(), kp.data(), vc.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.n_heads,
+            c.n_kv_heads, c.hd, out.data(), c.window, c.kv, c.kl);
   // Outputs are convex combinations of |v| <= 1: fp32 dot products of hd terms, fp32 exp
   // (vectorised: a few ulp) and fp32 sums over <= a few hundred keys give errors ~1e-6.
   EXPECT_TRUE(close(ref, out.data(), atol, rtol))
@@ -933,6 +953,31 @@ TEST_P(Kernels, AttentionSlidingWindow) {
   check_attention({2, 5, 7, 20, 8, 2, 64, 100}, 58);     // window larger than the context
 }
 
+// An fp16 K cache in 16-position tiles (the CPU backend's layout at block sizes of 16 and more):
+// kv_store's scattered stores, the prefill tile's conversion of whole tiles, the decode's scores
+// with the keys in the vector lanes (16, 8, 4, 2 and 1 heads a tile, hd % 16 != 0, hd 8), chunks
+// and windows that start inside a tile.
+TEST_P(Kernels, AttentionTiledK) {
+  const KvType f = KvType::f16;
+  const KLayout t = KLayout::tiled16;
+  check_attention({2, 5, 7, 32, 8, 2, 64, 0, f, t}, 91);         // prefill chunk at pos0 > 0
+  check_attention({1, 1, 0, 16, 8, 2, 64, 0, f, t}, 92);         // first token: one key
+  check_attention({3, 1, 150, 160, 4, 4, 128, 0, f, t}, 93);     // MHA decode
+  check_attention({1, 40, 90, 144, 6, 3, 40, 0, f, t}, 94);      // prefill, hd 40
+  check_attention({2, 3, 1, 16, 2, 1, 8, 0, f, t}, 95);          // MQA, hd 8
+  check_attention({2, 3, 100, 112, 4, 4, 40, 0, f, t}, 96);      // MHA over 3 tokens, hd 40
+  check_attention({1, 1, 100, 112, 16, 1, 64, 0, f, t}, 97);     // 16 heads a tile
+  check_attention({2, 1, 130, 144, 14, 2, 40, 0, f, t}, 98);     // 4 + 2 + 1 heads
+  check_attention({1, 2, 200, 208, 6, 2, 64, 0, f, t}, 99);      // 2 + 1 heads, two tokens
+  check_attention({1, 2, 100, 112, 20, 20, 40, 0, f, t}, 100);   // MHA, 20 heads
+  check_attention({1, 1, 2100, 2112, 32, 4, 64, 0, f, t}, 101);  // tinyllama's heads, chunks
+  check_attention({2, 1, 2100, 2112, 32, 4, 64, 0, f, t}, 102);
+  check_attention({1, 1, 300, 320, 8, 2, 64, 100, f, t}, 103);  // window starts mid-tile
+  check_attention({1, 4, 300, 320, 8, 2, 64, 1, f, t}, 104);    // each token sees only itself
+  check_attention({2, 3, 200, 224, 6, 3, 40, 130, f, t}, 105);  // chunk merge under a window
+  check_attention({2, 20, 100, 144, 4, 2, 40, 70, f, t}, 106);  // prefill under a window
+}
+
 // The same cache paged in blocks of bs positions, the physical blocks in a shuffled order: every
 // path reads the same keys in the same order through the block table, so the outputs are
 // bit-identical to the contiguous cache's (one block of ctx_cap positions per sequence).
@@ -951,8 +996,8 @@ void check_paged_matches_contiguous(const AttnCase& c, int64_t bs, uint32_t seed
             vc[size_t((s * c.ctx_cap + p) * kv_dim + i)] = kHalfNaN;
   const std::vector<float> q = random_f32(size_t(c.n_seq * c.n_new * qd), seed + 2, -3, 3);
   std::vector<float> want(q.size(), kNaN), got(q.size(), kNaN);
-  attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, c.pos0, c.ctx_cap, c.n_heads,
-            c.n_kv_heads, c.hd, want.data(), c.window);
+  attention(q.data(), to_layout(kc, kv_dim, c.kl).data(), vc.data(), c.n_seq, c.n_new, c.pos0,
+            c.ctx_cap, c.n_heads, c.n_kv_heads, c.hd, want.data(), c.window, c.kv, c.kl);
 
   std::vector<int32_t> table(size_t(c.n_seq * nb));
   std::iota(table.begin(), table.end(), 0);
@@ -970,8 +1015,8 @@ void check_paged_matches_contiguous(const AttnCase& c, int64_t bs, uint32_t seed
   for (int64_t s = 0; s < c.n_seq; ++s)
     for (int64_t t = 0; t < c.n_new; ++t) positions.push_back(int32_t(c.pos0 + t));
   const RaggedBatch batch{c.n_seq, query_start.data(), positions.data(), table.data(), nb, bs};
-  attention_paged(q.data(), KvType::f16, kp.data(), vp.data(), batch, c.n_heads, c.n_kv_heads, c.hd,
-                  c.window, got.data());
+  attention_paged(q.data(), KvType::f16, to_layout(kp, kv_dim, c.kl).data(), vp.data(), batch,
+                  c.n_heads, c.n_kv_heads, c.hd, c.window, got.data(), c.kl);
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
         << "element " << i << ": " << got[i] << " vs " << want[i];
@@ -984,6 +1029,16 @@ TEST_P(Kernels, AttentionPagedMatchesContiguous) {
     check_paged_matches_contiguous({1, 2, 200, 210, 6, 2, 64}, bs, 63);       // decode, group 3
     check_paged_matches_contiguous({1, 2, 300, 310, 8, 2, 64, 100}, bs, 64);  // decode, window
     check_paged_matches_contiguous({1, 20, 90, 120, 6, 3, 40}, bs, 65);       // prefill tile
+  }
+  // K in 16-position tiles, blocks of 16 and 32 positions (whole tiles): the same keys in the
+  // same order as the contiguous tiled cache.
+  const KvType f = KvType::f16;
+  const KLayout t = KLayout::tiled16;
+  for (int64_t bs : {16, 32}) {
+    check_paged_matches_contiguous({2, 1, 300, 320, 8, 2, 64, 0, f, t}, bs, 66);
+    check_paged_matches_contiguous({2, 3, 150, 160, 4, 4, 40, 0, f, t}, bs, 67);
+    check_paged_matches_contiguous({1, 2, 300, 320, 8, 2, 64, 100, f, t}, bs, 68);
+    check_paged_matches_contiguous({1, 20, 90, 128, 6, 3, 40, 0, f, t}, bs, 69);
   }
 }
 
@@ -998,9 +1053,10 @@ void check_prefill_matches_decode(const AttnCase& c) {
   const std::vector<float> q = random_f32(size_t(rows * qd), 23, -3, 3);
   std::vector<uint16_t> kc(size_t(c.n_seq * c.ctx_cap * kv_dim), kHalfNaN), vc = kc;
   std::vector<float> prefill(size_t(rows * qd), kNaN);
-  kv_store(k.data(), v.data(), c.n_seq, c.n_new, 0, c.ctx_cap, kv_dim, kc.data(), vc.data());
+  kv_store(k.data(), v.data(), c.n_seq, c.n_new, 0, c.ctx_cap, kv_dim, kc.data(), vc.data(), c.kv,
+           c.kl);
   attention(q.data(), kc.data(), vc.data(), c.n_seq, c.n_new, 0, c.ctx_cap, c.n_heads, c.n_kv_heads,
-            c.hd, prefill.data(), c.window);
+            c.hd, prefill.data(), c.window, c.kv, c.kl);
 
   std::vector<uint16_t> kc2(kc.size(), kHalfNaN), vc2 = kc2;
   std::vector<double> decode(prefill.size());
@@ -1012,9 +1068,10 @@ void check_prefill_matches_decode(const AttnCase& c) {
       std::copy_n(&q[size_t((s * c.n_new + t) * qd)], qd, &qt[size_t(s * qd)]);
     }
     std::vector<float> ot(qt.size(), kNaN);
-    kv_store(kt.data(), vt.data(), c.n_seq, 1, t, c.ctx_cap, kv_dim, kc2.data(), vc2.data());
+    kv_store(kt.data(), vt.data(), c.n_seq, 1, t, c.ctx_cap, kv_dim, kc2.data(), vc2.data(), c.kv,
+             c.kl);
     attention(qt.data(), kc2.data(), vc2.data(), c.n_seq, 1, t, c.ctx_cap, c.n_heads, c.n_kv_heads,
-              c.hd, ot.data(), c.window);
+              c.hd, ot.data(), c.window, c.kv, c.kl);
     for (int64_t s = 0; s < c.n_seq; ++s)
       for (int64_t i = 0; i < qd; ++i)
         decode[size_t((s * c.n_new + t) * qd + i)] = ot[size_t(s * qd + i)];
@@ -1029,7 +1086,9 @@ void check_prefill_matches_decode(const AttnCase& c) {
 }
 
 TEST_P(Kernels, AttentionPrefillMatchesDecode) {
-  for (int64_t window : {0, 5, 20}) check_prefill_matches_decode({2, 37, 0, 48, 8, 2, 64, window});
+  for (const KLayout kl : {KLayout::rows, KLayout::tiled16})
+    for (int64_t window : {0, 5, 20})
+      check_prefill_matches_decode({2, 37, 0, 48, 8, 2, 64, window, KvType::f16, kl});
 }
 
 // ---- small ops ----------------------------------------------------------------------------------

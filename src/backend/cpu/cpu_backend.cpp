@@ -191,12 +191,14 @@ class CpuBackend final : public Backend {
   }
   void attention(const void* q, const void* k, const void* v, KvLayer& kv, const StepDesc& st,
                  const AttentionShape& s, void* out) override {
+    // fp16 K in 16-position tiles where the blocks hold whole tiles (kernels.hpp's KLayout).
+    const cpu::KLayout kl = cpu::k_layout_for(cpu_kv(), st.block_size);
     cpu::kv_store_paged(static_cast<const float*>(k), static_cast<const float*>(v), st.n_tokens,
-                        st.slots, s.n_kv_heads, s.head_dim, cpu_kv(), kv.k, kv.v);
+                        st.slots, s.n_kv_heads, s.head_dim, cpu_kv(), kv.k, kv.v, kl);
     const cpu::RaggedBatch rb{st.n_seqs,       st.query_start, st.positions,
                               st.block_tables, st.max_blocks,  st.block_size};
     cpu::attention_paged(static_cast<const float*>(q), cpu_kv(), kv.k, kv.v, rb, s.n_heads,
-                         s.n_kv_heads, s.head_dim, s.sliding_window, static_cast<float*>(out));
+                         s.n_kv_heads, s.head_dim, s.sliding_window, static_cast<float*>(out), kl);
   }
   void swiglu(const void* gate, const void* up, int64_t n, void* out) override {
     cpu::swiglu(static_cast<const float*>(gate), static_cast<const float*>(up), n,
