@@ -310,25 +310,29 @@ void BM_AttentionDecodeHot(benchmark::State& state) {
 
 // Prefill attention (one sequence, causal, fp16 KV cache) of `tokens` new tokens after `past`
 // cached positions, at llama-2-7b's heads (model 0) or tinyllama-1.1b's (model 1).
-// GFLOPs counts the cost model's 4 * hd FLOPs per visible (query head, key) pair.
-// args: tokens, past, model
+// GFLOPs counts the cost model's 4 * hd FLOPs per visible (query head, key) pair. rows: 0 K in
+// the CPU backend's layout (16-position tiles), 1 K by rows.
+// args: tokens, past, model, rows
 void BM_AttentionPrefill(benchmark::State& state) {
   const int64_t n_new = state.range(0), past = state.range(1), ctx = past + n_new;
   const bool tiny = state.range(2) == 1;
   const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
   const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
-  std::vector<uint16_t> kc(size_t(ctx * kv_dim)), vc(kc.size());
+  const int64_t block = (ctx + 15) / 16 * 16;  // one block of whole 16-position tiles
+  const lc::KLayout kl =
+      state.range(3) == 1 ? lc::KLayout::rows : lc::k_layout_for(lc::KvType::f16, block);
+  std::vector<uint16_t> kc(size_t(block * kv_dim)), vc(kc.size());
   lc::fill_f16(kc.data(), int64_t(kc.size()), 31, 1.0f);
   lc::fill_f16(vc.data(), int64_t(vc.size()), 32, 1.0f);
   std::vector<float> q(size_t(n_new * qd)), out(q.size());
   lc::fill_f32(q.data(), int64_t(q.size()), 7, 0.0f, 1.0f);
   std::vector<int32_t> query_start = {0, int32_t(n_new)}, positions, table = {0};
   for (int64_t t = 0; t < n_new; ++t) positions.push_back(int32_t(past + t));
-  const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, ctx};
+  const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, block};
   const WallTimer timer;
   for (auto _ : state) {
     lc::attention_paged(q.data(), lc::KvType::f16, kc.data(), vc.data(), batch, n_heads, n_kv, hd,
-                        0, out.data());
+                        0, out.data(), kl);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -468,11 +472,12 @@ BENCHMARK(BM_Fill)
     ->UseRealTime();
 
 BENCHMARK(BM_AttentionPrefill)
-    ->ArgsProduct({{500}, {0}, {0, 1}})
-    ->Args({512, 1536, 0})
-    ->Args({512, 3584, 0})
-    ->Args({512, 1536, 1})
-    ->ArgNames({"tokens", "past", "model"})
+    ->ArgsProduct({{500}, {0}, {0, 1}, {0, 1}})
+    ->Args({512, 1536, 0, 0})
+    ->Args({512, 3584, 0, 0})
+    ->Args({512, 1536, 1, 0})
+    ->Args({512, 1536, 1, 1})
+    ->ArgNames({"tokens", "past", "model", "rows"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
