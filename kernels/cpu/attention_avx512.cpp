@@ -270,7 +270,7 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
     const int npf = int(std::min<int64_t>(B + 2, k1 - j0));  // rows with offsets (2 to prefetch)
     fill_row_offsets(a, s, j0, npf, ro);
     if (KV == KvType::f16 && a.k_tiled)  // each head's runs of a 16-key tile: no reduction
-      scores_tiled(a, s, j0, nb_all, k1, qf, sc, false);
+      scores_tiled(a, s, j0, nb_all, k1, qf, sc, B, false);
     for (int j = 0; j < nb_all && !(KV == KvType::f16 && a.k_tiled); ++j) {
       const kv_elem<KV>* krow = kv_ptr<KV>(a.k_cache) + ro[j];
       const kv_elem<KV>* kpf = j + 2 < npf ? kv_ptr<KV>(a.k_cache) + ro[j + 2] : nullptr;
@@ -337,7 +337,7 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
   const int64_t rows = a.n_tok(s) * a.n_heads;
   thread_local AlignedFloats qf, sc;
   qf.reserve(size_t(rows * hdp));
-  sc.reserve(size_t(rows * kDecBlock));
+  sc.reserve(size_t(rows * std::max(kDecBlock, kTiledBlock)));
   if (a.dot_bf16) return attention_chunk_bf16_avx512(a, s, k0, k1, part);
   if (a.dot_i8) return attention_chunk_i8_avx512(a, s, k0, k1, part);
   chunk_init(a, s, qf.p, part);

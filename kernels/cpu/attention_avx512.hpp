@@ -98,6 +98,10 @@ inline __m512 reduce16(const __m512* acc) {
 }
 
 constexpr int kDecBlock = 64;  // keys per online-softmax step of the decode paths
+// The same on a tiled16 K cache (chunk_gqa_tiled): its softmax steps cost more a block than
+// softmax_block_hl's (a horizontal maximum and sum per head), so fewer, longer ones. On AMD Zen 4,
+// tinyllama's heads in L2, one thread: 128 keys 0.957x the time of 64, 256 0.945x.
+constexpr int kTiledBlock = 128;
 
 // Scaled queries (qf, rows padded to hdp) and the zeroed partial state of every (token, head) row
 // of sequence s.
@@ -133,10 +137,10 @@ inline void fill_row_offsets(const AttnArgs& a, int64_t s, int64_t j0, int n, in
 }
 
 // Online-softmax step of the block of keys [j0, j0 + nb_all) for every (token, head) row: scores
-// (sc, row stride kDecBlock) become probabilities under the new running maximum; the row's sum
-// and accumulated output are rescaled.
+// (sc, row stride B) become probabilities under the new running maximum; the row's sum and
+// accumulated output are rescaled.
 inline void softmax_block(const AttnArgs& a, int64_t s, int64_t j0, int nb_all, float* sc,
-                          float* part) {
+                          float* part, int B = kDecBlock) {
   const int nh = a.n_heads, hdp = 16 * ((a.hd + 15) / 16), nv = hdp / 16;
   const int64_t ps = attn_part_stride(a.hd);
   for (int64_t t = 0; t < a.n_tok(s); ++t) {
@@ -144,7 +148,7 @@ inline void softmax_block(const AttnArgs& a, int64_t s, int64_t j0, int nb_all, 
     const int js = int(std::max<int64_t>(0, attn_first_key(a, a.pos(s, t)) - j0));
     if (nb <= js) continue;  // no key of this block is visible to token t
     for (int h = 0; h < nh; ++h) {
-      float* sh = sc + ((t * nh + h) * kDecBlock);
+      float* sh = sc + ((t * nh + h) * B);
       float* o = part + (t * nh + h) * ps;
       __m512 vbm = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
       for (int j = js; j < nb; j += 16) {
@@ -348,17 +352,16 @@ inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, fl
 }
 
 // Scores of the keys [j0, j0 + nb) on a tiled16 K cache (fp16) for every (token, head) row of
-// sequence s, keys contiguous: sc[(t * n_heads + h) * kDecBlock + j - j0] (softmax_block's
-// layout). Tile by tile (16 positions: a.row(s, p) of the tile's first position is a multiple of
-// 16), kv head by kv head, in address order. Lanes of keys outside [j0, j0 + nb) are not stored.
-// With pf (the GQA decode), each (tile, kv head) prefetches into L2 the K run ~8 KB further on in
-// that order (keys up to k1), a line every other dimension of its first score tile, and this
-// tile's V rows of its kv head. Without (the MHA decode, whose tiles are 128 KB of K at 7B's heads,
-// each read in address order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's
-// heads took 1.12-1.14x the time with the prefetch, tinyllama's 0.94-0.95x
-// (reports/cpu-kernels.md).
+// sequence s, keys contiguous: sc[(t * n_heads + h) * B + j - j0] (softmax_block's layout). Tile by
+// tile (16 positions: a.row(s, p) of the tile's first position is a multiple of 16), kv head by kv
+// head, in address order. Lanes of keys outside [j0, j0 + nb) are not stored. With pf (the GQA
+// decode), each (tile, kv head) prefetches into L2 the K run ~8 KB further on in that order (keys
+// up to k1), a line every other dimension of its first score tile, and this tile's V rows of its kv
+// head. Without (the MHA decode, whose tiles are 128 KB of K at 7B's heads, each read in address
+// order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's heads took 1.12-1.14x the
+// time with the prefetch, tinyllama's 0.94-0.95x (reports/cpu-kernels.md).
 inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64_t k1,
-                         const float* qf, float* sc, bool pf) {
+                         const float* qf, float* sc, int B, bool pf) {
   const int hd = a.hd, nh = a.n_heads, nkv = a.n_kv_heads, group = nh / nkv;
   const int hdp = 16 * ((hd + 15) / 16);
   const int64_t nt = a.n_tok(s), run = int64_t(hd) * 16, row_bytes = a.row_elems() * 2;
@@ -390,22 +393,22 @@ inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64
           const int hg = tile_heads(group - hh, 16);
           const int64_t r = tk * nh + kvh * group + hh;
           const float* q = qf + r * hdp;
-          float* d = sc + r * kDecBlock + (pt - j0);
+          float* d = sc + r * B + (pt - j0);
           switch (hg) {
             case 16:
-              scores_tile16<16, 1>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              scores_tile16<16, 1>(q, hdp, t, hd, d, B, m, pk);
               break;
             case 8:
-              scores_tile16<8, 1>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              scores_tile16<8, 1>(q, hdp, t, hd, d, B, m, pk);
               break;
             case 4:
-              scores_tile16<4, 1>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              scores_tile16<4, 1>(q, hdp, t, hd, d, B, m, pk);
               break;
             case 2:
-              scores_tile16<2, 2>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              scores_tile16<2, 2>(q, hdp, t, hd, d, B, m, pk);
               break;
             default:
-              scores_tile16<1, 4>(q, hdp, t, hd, d, kDecBlock, m, pk);
+              scores_tile16<1, 4>(q, hdp, t, hd, d, B, m, pk);
           }
           pk = nullptr;
           hh += hg;
@@ -515,13 +518,13 @@ inline void pv_gqa(const AttnArgs& a, int64_t t, int64_t lo, int64_t hi, const i
 template <bool FULL>
 void chunk_gqa_tiled(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
                      float* part) {
-  constexpr int B = kDecBlock;
+  constexpr int B = kTiledBlock;
   int64_t roff[B];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     fill_row_offsets(a, s, j0, nb_all, roff);
-    scores_tiled(a, s, j0, nb_all, k1, qfp, scp, true);
-    softmax_block(a, s, j0, nb_all, scp, part);
+    scores_tiled(a, s, j0, nb_all, k1, qfp, scp, B, true);
+    softmax_block(a, s, j0, nb_all, scp, part, B);
     for (int64_t t = 0; t < a.n_tok(s); ++t) {
       const auto [lo, hi] = visible(a, s, t, j0, 0, nb_all);
       if (lo >= hi) continue;
