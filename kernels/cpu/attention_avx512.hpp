@@ -310,14 +310,16 @@ inline void score_tile(int hg, const float* q, int hdp, const kv_elem<KV>* k, co
   }
 }
 
-// Scores of HG query heads (q: rows hdp floats apart, scaled) against the 16 keys of one tile of
-// a tiled16 K cache (t: the kv head's hd runs of 16 fp16 keys): lane i of head h's result is its
-// score for the tile's key i, stored at dst + h * hstride in the lanes of m. Each converted run
-// feeds HG multiply-adds with q's element broadcast from memory; below 4 heads the dimensions are
-// summed in NA interleaved chains (the multiply-add's latency).
+// Scores of HG query heads (q: rows hdp floats apart, scaled) against the keys [lo, hi) of one
+// tile of a tiled16 K cache (t: the kv head's hd runs of 16 fp16 keys): head h's score for the
+// tile's key i (lo <= i < hi) goes to dst[h * hstride + i - lo]. Each converted run feeds HG
+// multiply-adds with q's element broadcast from memory; below 4 heads the dimensions are summed
+// in NA interleaved chains (the multiply-add's latency). pk: a K run to prefetch into L2, a line
+// every other dimension (or null).
 template <int HG, int NA>
 inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, float* dst,
-                          int64_t hstride, __mmask16 m, const char* pk) {
+                          int64_t hstride, int lo, int hi, const char* pk) {
+  const __mmask16 m = __mmask16((1u << (hi - lo)) - 1);  // the lanes stored, from lane lo
   __m512 acc[HG][NA];
 #pragma GCC unroll 16
   for (int h = 0; h < HG; ++h)
@@ -347,6 +349,7 @@ inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, fl
     __m512 x = acc[h][0];
 #pragma GCC unroll 4
     for (int c = 1; c < NA; ++c) x = _mm512_add_ps(x, acc[h][c]);
+    if (lo > 0) x = _mm512_maskz_compress_ps(__mmask16(m << lo), x);  // lanes [lo, hi) to 0..
     _mm512_mask_storeu_ps(dst + h * hstride, m, x);
   }
 }
@@ -358,7 +361,7 @@ inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, fl
 // decode), each (tile, kv head) prefetches into L2 the K run ~8 KB further on in that order (keys
 // up to k1), a line every other dimension of its first score tile, and this tile's V rows of its kv
 // head. Without (the MHA decode, whose tiles are 128 KB of K at 7B's heads, each read in address
-// order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's heads took 1.12-1.14x the
+// order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's heads took 1.13-1.2x the
 // time with the prefetch, tinyllama's 0.94-0.95x (reports/cpu-kernels.md).
 inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64_t k1,
                          const float* qf, float* sc, int B, bool pf) {
@@ -370,7 +373,6 @@ inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64
   const char* vc = static_cast<const char*>(a.v_cache);
   for (int64_t pt = j0 / 16 * 16; pt < j0 + nb; pt += 16) {
     const int lo = int(std::max(j0, pt) - pt), hi = int(std::min(j0 + nb, pt + 16) - pt);
-    const __mmask16 m = __mmask16(((1u << (hi - lo)) - 1) << lo);
     const int64_t row0 = a.row(s, pt);
     const uint16_t* tile = kc + a.k_tile(row0 / 16);
     for (int kvh = 0; kvh < nkv; ++kvh) {
@@ -393,22 +395,22 @@ inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64
           const int hg = tile_heads(group - hh, 16);
           const int64_t r = tk * nh + kvh * group + hh;
           const float* q = qf + r * hdp;
-          float* d = sc + r * B + (pt - j0);
+          float* d = sc + r * B + (pt + lo - j0);
           switch (hg) {
             case 16:
-              scores_tile16<16, 1>(q, hdp, t, hd, d, B, m, pk);
+              scores_tile16<16, 1>(q, hdp, t, hd, d, B, lo, hi, pk);
               break;
             case 8:
-              scores_tile16<8, 1>(q, hdp, t, hd, d, B, m, pk);
+              scores_tile16<8, 1>(q, hdp, t, hd, d, B, lo, hi, pk);
               break;
             case 4:
-              scores_tile16<4, 1>(q, hdp, t, hd, d, B, m, pk);
+              scores_tile16<4, 1>(q, hdp, t, hd, d, B, lo, hi, pk);
               break;
             case 2:
-              scores_tile16<2, 2>(q, hdp, t, hd, d, B, m, pk);
+              scores_tile16<2, 2>(q, hdp, t, hd, d, B, lo, hi, pk);
               break;
             default:
-              scores_tile16<1, 4>(q, hdp, t, hd, d, B, m, pk);
+              scores_tile16<1, 4>(q, hdp, t, hd, d, B, lo, hi, pk);
           }
           pk = nullptr;
           hh += hg;
@@ -512,9 +514,9 @@ inline void pv_gqa(const AttnArgs& a, int64_t t, int64_t lo, int64_t hi, const i
   }
 }
 
-// The GQA decode on a tiled16 K cache (fp16): per 64-key block, scores_tiled (keys in the vector
-// lanes: no reduction), softmax_block, then P·V as chunk_gqa_t's, the probabilities read key-major
-// per head.
+// The GQA decode on a tiled16 K cache (fp16): per kTiledBlock-key block, scores_tiled (keys in
+// the vector lanes: no reduction), softmax_block, then P·V as chunk_gqa_t's, the probabilities
+// read key-major per head.
 template <bool FULL>
 void chunk_gqa_tiled(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
                      float* part) {
