@@ -132,8 +132,7 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
   const int64_t kv_dim = int64_t(n_kv_heads) * hd;
   const bool tiled = kl == KLayout::tiled16 && kv == KvType::f16;
   const bool f16c = active_isa() != Isa::scalar;
-#pragma omp parallel for schedule(static) if (rows * kv_dim > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
+  auto row = [&](int64_t r) {
     if (kv == KvType::i8) {
       const int64_t slice = kv_slice_bytes(kv, hd), dst = int64_t(slots[r]) * n_kv_heads * slice;
       for (int h = 0; h < n_kv_heads; ++h) {
@@ -142,7 +141,7 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
         quantize_slice(v + r * kv_dim + h * hd, hd,
                        static_cast<int8_t*>(v_cache) + dst + h * slice);
       }
-      continue;
+      return;
     }
     uint16_t* const kc = static_cast<uint16_t*>(k_cache);
     uint16_t* const vc = static_cast<uint16_t*>(v_cache);
@@ -155,10 +154,10 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
     } else if (tiled) {  // K's elements 16 apart in the row's tile; V by rows
       uint16_t* kt = kc + k_cache_index(kl, slots[r], 0, kv_dim);
       if (f16c) {
-        thread_local std::vector<uint16_t> row;
-        row.resize(size_t(kv_dim));
-        detail::f32_to_f16_f16c(k + r * kv_dim, row.data(), kv_dim);
-        for (int64_t i = 0; i < kv_dim; ++i) kt[16 * i] = row[size_t(i)];
+        thread_local std::vector<uint16_t> kh;
+        kh.resize(size_t(kv_dim));
+        detail::f32_to_f16_f16c(k + r * kv_dim, kh.data(), kv_dim);
+        for (int64_t i = 0; i < kv_dim; ++i) kt[16 * i] = kh[size_t(i)];
         detail::f32_to_f16_f16c(v + r * kv_dim, vc + dst, kv_dim);
       } else {
         for (int64_t i = 0; i < kv_dim; ++i) {
@@ -175,7 +174,13 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
         vc[dst + i] = float_to_half(v[r * kv_dim + i]);
       }
     }
+  };
+  if (rows * kv_dim <= 65536) {  // small: this thread (kernels.hpp)
+    for (int64_t r = 0; r < rows; ++r) row(r);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) row(r);
 }
 
 void attention_paged(const float* q, KvType kv, const void* k_cache, const void* v_cache,

@@ -6,8 +6,7 @@
 namespace latprof::cpu {
 
 void rmsnorm(const float* x, const float* w, int64_t m, int64_t dim, float eps, float* out) {
-#pragma omp parallel for schedule(static) if (m * dim > 65536)
-  for (int64_t t = 0; t < m; ++t) {
+  auto row = [&](int64_t t) {
     const float* xt = x + t * dim;
     float* ot = out + t * dim;
     // Sum of squares in double (exact enough for any dim), in 8 independent partial sums: one
@@ -22,7 +21,13 @@ void rmsnorm(const float* x, const float* w, int64_t m, int64_t dim, float eps, 
     for (; i < dim; ++i) ss += double(xt[i]) * double(xt[i]);
     const float inv = float(1.0 / std::sqrt(ss / double(dim) + double(eps)));
     for (int64_t i = 0; i < dim; ++i) ot[i] = xt[i] * inv * w[i];
+  };
+  if (m * dim <= 65536) {  // small: this thread (kernels.hpp)
+    for (int64_t t = 0; t < m; ++t) row(t);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < m; ++t) row(t);
 }
 
 }  // namespace latprof::cpu

@@ -19,11 +19,9 @@ void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_
 void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_kv_heads, int hd,
           const double* inv_freq) {
   const int half = hd / 2;
-#pragma omp parallel if (m > 4)
-  {
-    std::vector<float> cs(static_cast<size_t>(hd));  // cos[0, half), sin[half, hd) for one token
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < m; ++t) {
+  // Token t, with cs (hd floats) for its cos[0, half) and sin[half, hd).
+  auto token = [&](int64_t t, std::vector<float>& cs) {
+    {
       // Angles in double: positions reach 1e5 and a float angle would lose ~1e-2 rad.
       for (int i = 0; i < half; ++i) {
         const double a = double(pos[t]) * inv_freq[i];
@@ -41,6 +39,18 @@ void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_
       for (int h = 0; h < n_heads; ++h) rotate(q + (t * n_heads + h) * int64_t(hd));
       for (int h = 0; h < n_kv_heads; ++h) rotate(k + (t * n_kv_heads + h) * int64_t(hd));
     }
+  };
+  if (m <= 4) {  // small: this thread (kernels.hpp)
+    thread_local std::vector<float> cs;
+    cs.resize(size_t(hd));
+    for (int64_t t = 0; t < m; ++t) token(t, cs);
+    return;
+  }
+#pragma omp parallel
+  {
+    std::vector<float> cs(static_cast<size_t>(hd));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < m; ++t) token(t, cs);
   }
 }
 
