@@ -1142,6 +1142,51 @@ TEST_P(Kernels, Rope) {
   EXPECT_TRUE(close(rk, k.data(), 1e-6, 0)) << "k";
 }
 
+// A decode's calls (one to four tokens, once a layer): the angles kept from the previous call are
+// used only for the same positions and frequencies. Calls in turn with the same positions, new
+// positions, other frequencies and a different head size, each against the double reference.
+TEST_P(Kernels, RopeSmallCallsInTurn) {
+  struct Call {
+    std::vector<int32_t> pos;
+    int hd;
+    float theta;
+  };
+  const std::vector<Call> calls = {{{7}, 64, 10000.f},
+                                   {{7}, 64, 10000.f},
+                                   {{8}, 64, 10000.f},
+                                   {{8, 300, 2}, 64, 10000.f},
+                                   {{8, 301, 2, 9}, 64, 10000.f},
+                                   {{8, 301, 2, 9}, 64, 500000.f},
+                                   {{8, 301}, 128, 500000.f},
+                                   {{8}, 64, 10000.f}};
+  const int heads = 4, kv_heads = 2;
+  uint32_t seed = 2000;
+  for (const Call& c : calls) {
+    const int64_t m = int64_t(c.pos.size());
+    std::vector<float> q = random_f32(size_t(m * heads * c.hd), seed++);
+    std::vector<float> k = random_f32(size_t(m * kv_heads * c.hd), seed++);
+    auto ref_of = [&](const std::vector<float>& v, int nh) {
+      std::vector<double> r(v.size());
+      for (int64_t t = 0; t < m; ++t)
+        for (int h = 0; h < nh; ++h)
+          for (int i = 0; i < c.hd / 2; ++i) {
+            const double ang =
+                double(c.pos[size_t(t)]) * std::pow(double(c.theta), -2.0 * i / c.hd);
+            const size_t a = size_t((t * nh + h) * c.hd + i), b = a + size_t(c.hd / 2);
+            r[a] = v[a] * std::cos(ang) - v[b] * std::sin(ang);
+            r[b] = v[b] * std::cos(ang) + v[a] * std::sin(ang);
+          }
+      return r;
+    };
+    const std::vector<double> rq = ref_of(q, heads), rk = ref_of(k, kv_heads);
+    rope(q.data(), k.data(), c.pos.data(), m, heads, kv_heads, c.hd, c.theta);
+    EXPECT_TRUE(close(rq, q.data(), 1e-6, 0))
+        << "q, first position " << c.pos[0] << ", hd " << c.hd;
+    EXPECT_TRUE(close(rk, k.data(), 1e-6, 0))
+        << "k, first position " << c.pos[0] << ", hd " << c.hd;
+  }
+}
+
 TEST_P(Kernels, RopeScaledFrequencies) {
   // A frequency table with scaling applied (as ModelConfig::rope_inv_freq gives it: linear
   // divides all frequencies, llama3 only the low ones): the kernel rotates pair i by

@@ -185,9 +185,12 @@ class CpuBackend final : public Backend {
     }
   }
   void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) override {
-    const std::vector<double> inv_freq = s.inv_freq();
+    // The model's frequencies as they are (no copy a call), or the unscaled ones.
+    thread_local std::vector<double> unscaled;
+    if (s.rope_inv_freq.empty()) unscaled = s.inv_freq();
+    const double* inv_freq = s.rope_inv_freq.empty() ? unscaled.data() : s.rope_inv_freq.data();
     cpu::rope(static_cast<float*>(q), static_cast<float*>(k), st.positions, st.n_tokens, s.n_heads,
-              s.n_kv_heads, s.head_dim, inv_freq.data());
+              s.n_kv_heads, s.head_dim, inv_freq);
   }
   void attention(const void* q, const void* k, const void* v, KvLayer& kv, const StepDesc& st,
                  const AttentionShape& s, void* out) override {
