@@ -75,6 +75,20 @@ inline void tile_scores(const float* qt, int64_t rp, const float* kf, int hdp, i
     for (int v = 0; v < NRV; ++v) _mm512_storeu_ps(st + j * rp + 16 * v, acc[j][v]);
 }
 
+// S^T for the block's nk keys (KT: kf dimension-major, kTiledStride apart; else key rows hdp
+// apart) and every vector of rows, 8 keys at a time.
+template <bool KT>
+inline void block_scores(const float* qt, int64_t rp, int64_t nrv, const float* kf, int hdp, int hd,
+                         int nk, float* st) {
+  for (int i0 = 0; i0 < nk; i0 += 8) {
+    const float* k = kf + (KT ? i0 : int64_t(i0) * hdp);
+    int64_t v = 0;
+    for (; v + 2 <= nrv; v += 2)
+      tile_scores<2, KT>(qt + 16 * v, rp, k, hdp, hd, st + i0 * rp + 16 * v);
+    if (v < nrv) tile_scores<1, KT>(qt + 16 * v, rp, k, hdp, hd, st + i0 * rp + 16 * v);
+  }
+}
+
 // O^T[d0..d0+7][rows] = O^T * corr + sum over nk keys of V[key][d] * P^T[key][rows].
 template <int NRV>
 inline void tile_pv(const float* st, int64_t rp, const float* vf, int hdp, int nk, float* ot,
@@ -158,24 +172,13 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
           _mm512_storeu_ps(dst + d * kTiledStride,
                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, t + 16 * d)));
       }
-      const float* kb = kf + (jb - j0);
-      for (int i0 = 0; i0 < nk; i0 += 8) {
-        int64_t v = 0;
-        for (; v + 2 <= nrv; v += 2)
-          tile_scores<2, true>(qt + 16 * v, rp, kb + i0, hdp, hd, st + i0 * rp + 16 * v);
-        if (v < nrv) tile_scores<1, true>(qt + 16 * v, rp, kb + i0, hdp, hd, st + i0 * rp + 16 * v);
-      }
+      block_scores<true>(qt, rp, nrv, kf + (jb - j0), hdp, hd, nk, st);
     } else {
       for (int i = 0; i < nk; ++i) {
         cvt_head<KV>(kv_ptr<KV>(a.k_cache) + a.row(s, jb + i) * row_elems + slice, kf + i * hdp, nv,
                      hd);
       }
-      for (int i0 = 0; i0 < nk; i0 += 8) {
-        int64_t v = 0;
-        for (; v + 2 <= nrv; v += 2)
-          tile_scores<2>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
-        if (v < nrv) tile_scores<1>(qt + 16 * v, rp, kf + i0 * hdp, hdp, hd, st + i0 * rp + 16 * v);
-      }
+      block_scores<false>(qt, rp, nrv, kf, hdp, hd, nk, st);
     }
     // Online softmax per lane: mask, block max, rescale factor, p = exp(s - max), sums.
     for (int64_t v = 0; v < nrv; ++v) {
