@@ -361,8 +361,8 @@ inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, fl
 // decode), each (tile, kv head) prefetches into L2 the K run ~8 KB further on in that order (keys
 // up to k1), a line every other dimension of its first score tile, and this tile's V rows of its kv
 // head. Without (the MHA decode, whose tiles are 128 KB of K at 7B's heads, each read in address
-// order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's heads took 1.13-1.2x the
-// time with the prefetch, tinyllama's 0.94-0.95x (reports/cpu-kernels.md).
+// order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's heads took 1.09-1.2x the
+// time with the prefetch, tinyllama's 0.93-0.96x (reports/cpu-kernels.md).
 inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64_t k1,
                          const float* qf, float* sc, int B, bool pf) {
   const int hd = a.hd, nh = a.n_heads, nkv = a.n_kv_heads, group = nh / nkv;
