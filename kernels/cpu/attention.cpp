@@ -18,9 +18,10 @@ namespace latprof::cpu {
 namespace detail {
 namespace {
 
-// dst[0 .. hd) = the cache slice of (row, kv head kvh) in fp32.
-void widen_slice(const AttnArgs& a, const void* cache, int64_t row, int kvh, float* dst) {
-  if (a.k_tiled && cache == a.k_cache) {  // fp16, 16 apart
+// dst[0 .. hd) = the K (k) or V cache's slice of (row, kv head kvh) in fp32.
+void widen_slice(const AttnArgs& a, bool k, int64_t row, int kvh, float* dst) {
+  const void* cache = k ? a.k_cache : a.v_cache;
+  if (k && a.k_tiled) {  // fp16, 16 apart
     const uint16_t* x = static_cast<const uint16_t*>(cache) +
                         k_cache_index(KLayout::tiled16, row, int64_t(kvh) * a.hd, a.kv_dim());
     for (int d = 0; d < a.hd; ++d) dst[d] = half_to_float(x[16 * d]);
@@ -73,7 +74,7 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         const int64_t nb = std::min(kBlock, n_keys - j0), js = std::max<int64_t>(0, first - j0);
         float block_max = -std::numeric_limits<float>::infinity();
         for (int64_t j = js; j < nb; ++j) {
-          widen_slice(a, a.k_cache, a.row(s, j0 + j), kvh, x.data());
+          widen_slice(a, true, a.row(s, j0 + j), kvh, x.data());
           float dot = 0;
           for (int d = 0; d < hd; ++d) dot += q[d] * x[size_t(d)];
           sc[size_t(j)] = dot * scale;
@@ -87,7 +88,7 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
         for (int64_t j = js; j < nb; ++j) {
           const float p = std::exp(sc[size_t(j)] - new_max);
           run_sum += p;
-          widen_slice(a, a.v_cache, a.row(s, j0 + j), kvh, x.data());
+          widen_slice(a, false, a.row(s, j0 + j), kvh, x.data());
           for (int d = 0; d < hd; ++d) o[size_t(d)] += p * x[size_t(d)];
         }
         run_max = new_max;
@@ -132,7 +133,7 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
   const int64_t kv_dim = int64_t(n_kv_heads) * hd;
   const bool tiled = kl == KLayout::tiled16 && kv == KvType::f16;
   const bool f16c = active_isa() != Isa::scalar;
-  auto row = [&](int64_t r) {
+  detail::parallel_for(rows, rows * kv_dim > 65536, [&](int64_t r) {
     if (kv == KvType::i8) {
       const int64_t slice = kv_slice_bytes(kv, hd), dst = int64_t(slots[r]) * n_kv_heads * slice;
       for (int h = 0; h < n_kv_heads; ++h) {
@@ -174,13 +175,7 @@ void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t*
         vc[dst + i] = float_to_half(v[r * kv_dim + i]);
       }
     }
-  };
-  if (rows * kv_dim <= 65536) {  // small: this thread (kernels.hpp)
-    for (int64_t r = 0; r < rows; ++r) row(r);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) row(r);
+  });
 }
 
 void attention_paged(const float* q, KvType kv, const void* k_cache, const void* v_cache,

@@ -267,14 +267,15 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
   const __mmask16 last = head_mask(nv - 1, nv, hd);
   const int64_t se = a.slice_elems();
   const int slice_bytes = int(se * int64_t(sizeof(kv_elem<KV>)));
+  const bool tiled = KV == KvType::f16 && a.k_tiled;
   int64_t ro[B + 2];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     const int npf = int(std::min<int64_t>(B + 2, k1 - j0));  // rows with offsets (2 to prefetch)
     fill_row_offsets(a, s, j0, npf, ro);
-    if (KV == KvType::f16 && a.k_tiled)  // each head's runs of a 16-key tile: no reduction
-      scores_tiled(a, s, j0, nb_all, k1, qf, sc, B, false);
-    for (int j = 0; j < nb_all && !(KV == KvType::f16 && a.k_tiled); ++j) {
+    // On a tiled K, each head's runs of a 16-key tile: no reduction.
+    if (tiled) scores_tiled(a, s, j0, nb_all, k1, qf, sc, B, false);
+    for (int j = 0; j < nb_all && !tiled; ++j) {
       const kv_elem<KV>* krow = kv_ptr<KV>(a.k_cache) + ro[j];
       const kv_elem<KV>* kpf = j + 2 < npf ? kv_ptr<KV>(a.k_cache) + ro[j + 2] : nullptr;
       for (int64_t t = 0; t < nt; ++t) {

@@ -11,33 +11,20 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
     // Blocks of 16K elements (a multiple of 16), in parallel only for prefill-sized inputs.
     constexpr int64_t kBlock = 16384;
     const int64_t blocks = (n + kBlock - 1) / kBlock;
-    if (n <= 65536)
-      return detail::swiglu_avx512(gate, up, n, out);  // small: this thread (kernels.hpp)
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < blocks; ++b)
+    detail::parallel_for(blocks, n > 65536, [&](int64_t b) {
       detail::swiglu_avx512(gate + b * kBlock, up + b * kBlock, std::min(kBlock, n - b * kBlock),
                             out + b * kBlock);
+    });
     return;
   }
-  auto one = [&](int64_t i) {
+  detail::parallel_for(n, n > 65536, [&](int64_t i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  };
-  if (n <= 65536) {
-    for (int64_t i = 0; i < n; ++i) one(i);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) one(i);
+  });
 }
 
 void add(float* x, const float* y, int64_t n) {
-  if (n <= 262144) {
-    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  detail::parallel_for(n, n > 262144, [&](int64_t i) { x[i] += y[i]; });
 }
 
 int32_t argmax(const float* logits, int64_t n) {

@@ -6,7 +6,7 @@ namespace latprof::cpu {
 
 void embed(const uint16_t* table, const int32_t* tokens, int64_t m, int64_t dim, float* out) {
   const bool f16c = active_isa() != Isa::scalar;
-  auto row = [&](int64_t t) {
+  detail::parallel_for(m, m > 8, [&](int64_t t) {
     const uint16_t* src = table + int64_t(tokens[t]) * dim;
     float* dst = out + t * dim;
     if (f16c) {
@@ -14,13 +14,7 @@ void embed(const uint16_t* table, const int32_t* tokens, int64_t m, int64_t dim,
     } else {
       for (int64_t i = 0; i < dim; ++i) dst[i] = half_to_float(src[i]);
     }
-  };
-  if (m <= 8) {  // small: this thread (kernels.hpp)
-    for (int64_t t = 0; t < m; ++t) row(t);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < m; ++t) row(t);
+  });
 }
 
 }  // namespace latprof::cpu

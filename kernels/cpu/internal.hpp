@@ -37,6 +37,20 @@ struct AlignedFloats {
   AlignedFloats& operator=(const AlignedFloats&) = delete;
 };
 
+// f(i) for i in [0, n): split statically over the OpenMP threads when parallel, else on the
+// calling thread without entering a region. (A region whose `if` is false still sets up and tears
+// down a team of one: ~0.35 us with libgomp on AMD Zen 4, and a tinyllama decode step made ~155
+// such calls from the small ops and the KV store.)
+template <class F>
+inline void parallel_for(int64_t n, bool parallel, F&& f) {
+  if (!parallel) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
 // Output rows [r0, r1) of y = x · Wᵀ for m activation rows (m <= 8). y row stride is w.n_out.
 void gemv_rows_scalar(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);
 void gemv_rows_avx2(const Weight& w, const float* x, int64_t m, float* y, int64_t r0, int64_t r1);

@@ -100,8 +100,7 @@ void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const
 
 // ---- elementwise and small ops ------------------------------------------------------------------
 // These, and kv_store_paged, run small inputs (a decode step's) on the calling thread without
-// entering an OpenMP region: a region with a false `if` still sets up and tears down a team of
-// one, ~0.35 us with libgomp on AMD Zen 4, and a tinyllama decode step made ~155 such calls.
+// entering an OpenMP region (internal.hpp's parallel_for).
 // out[t, :] = half_to_float(table[tokens[t], :]); table: [vocab, dim] fp16
 void embed(const uint16_t* table, const int32_t* tokens, int64_t m, int64_t dim, float* out);
 // out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w; out may alias x

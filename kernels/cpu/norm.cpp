@@ -1,12 +1,12 @@
 // RMSNorm: out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w. out may alias x.
 #include <cmath>
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/internal.hpp"
 
 namespace latprof::cpu {
 
 void rmsnorm(const float* x, const float* w, int64_t m, int64_t dim, float eps, float* out) {
-  auto row = [&](int64_t t) {
+  detail::parallel_for(m, m * dim > 65536, [&](int64_t t) {
     const float* xt = x + t * dim;
     float* ot = out + t * dim;
     // Sum of squares in double (exact enough for any dim), in 8 independent partial sums: one
@@ -21,13 +21,7 @@ void rmsnorm(const float* x, const float* w, int64_t m, int64_t dim, float eps, 
     for (; i < dim; ++i) ss += double(xt[i]) * double(xt[i]);
     const float inv = float(1.0 / std::sqrt(ss / double(dim) + double(eps)));
     for (int64_t i = 0; i < dim; ++i) ot[i] = xt[i] * inv * w[i];
-  };
-  if (m * dim <= 65536) {  // small: this thread (kernels.hpp)
-    for (int64_t t = 0; t < m; ++t) row(t);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < m; ++t) row(t);
+  });
 }
 
 }  // namespace latprof::cpu

@@ -42,7 +42,7 @@ void rope(float* q, float* k, const int32_t* pos, int64_t m, int n_heads, int n_
     for (int h = 0; h < n_heads; ++h) rotate(q + (t * n_heads + h) * int64_t(hd));
     for (int h = 0; h < n_kv_heads; ++h) rotate(k + (t * n_kv_heads + h) * int64_t(hd));
   };
-  if (m <= 4) {  // small: this thread (kernels.hpp)
+  if (m <= 4) {  // on this thread, without an OpenMP region (internal.hpp's parallel_for)
     // A decode step calls this once a layer with the same positions and frequencies: the angles
     // of the last call's tokens are kept and reused when both match (the same values; ~1.3 us of
     // sin and cos a call at head size 64 on AMD Zen 4).

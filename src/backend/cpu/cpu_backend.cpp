@@ -186,7 +186,7 @@ class CpuBackend final : public Backend {
   }
   void rope(void* q, void* k, const StepDesc& st, const AttentionShape& s) override {
     // The model's frequencies as they are (no copy a call), or the unscaled ones.
-    thread_local std::vector<double> unscaled;
+    std::vector<double> unscaled;
     if (s.rope_inv_freq.empty()) unscaled = s.inv_freq();
     const double* inv_freq = s.rope_inv_freq.empty() ? unscaled.data() : s.rope_inv_freq.data();
     cpu::rope(static_cast<float*>(q), static_cast<float*>(k), st.positions, st.n_tokens, s.n_heads,
