@@ -129,6 +129,24 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
 }
 
+// args: type (1 W8A16, 2 W8A8), m, prefetch (0 off, 1 on). The INT8 GEMV from DRAM on
+// tinyllama-1.1b's gate projection (5,632 x 2,048) with the software prefetch of its 1-2 row
+// stream set by hand instead of by the CPU's vendor (i8_stream_prefetch, kernels.hpp), so one
+// process compares both (run with --benchmark_enable_random_interleaving).
+void BM_GemvPrefetch(benchmark::State& state) {
+  lc::set_i8_stream_prefetch(int(state.range(2)));
+  const auto type = lc::WType(state.range(0));
+  const int64_t n_out = 5632, n_in = 2048, m = state.range(1);
+  const double ceiling = read_bw();
+  const int copies = int(1.6e9 / double(n_out * n_in)) + 1;
+  std::vector<Matrix> mats;
+  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 1000 + i));
+  const double rate = time_gemv(state, mats, m);
+  lc::set_i8_stream_prefetch(-1);
+  state.counters["pct_read_bw"] = 100.0 * rate / ceiling;
+  state.counters["ceiling_GBps"] = ceiling * 1e-9;
+}
+
 // args: type, n_in, m. The same GEMV with its weights resident in the L2 caches: one matrix of
 // ~1.5 MB (each of 2 threads streams ~0.75 MB from its own 1-2 MB L2, warmed by the first calls),
 // so the rate is the kernel's own ceiling (instructions, conversion, dispatch) with DRAM out of
@@ -430,6 +448,11 @@ BENCHMARK(BM_Gemv)
     // alternate them as the bandwidth drifts).
     ->ArgsProduct({{0, 1, 2, 3}, {5632}, {2048}, {1, 2, 3, 4, 6, 8}})
     ->ArgsProduct({{0, 1, 2, 3}, {2048}, {5632}, {1, 2, 3, 4, 6, 8}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_GemvPrefetch)
+    ->ArgsProduct({{1, 2}, {1, 2}, {0, 1}})
+    ->ArgNames({"type", "m", "prefetch"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_GemvHot)

@@ -55,6 +55,23 @@ bool has_vnni() {
   return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
 }
 
+namespace {
+std::atomic<int> g_i8_prefetch{-1};
+}  // namespace
+
+bool i8_stream_prefetch() {
+  static const bool intel = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
+  }();
+  const int f = g_i8_prefetch.load(std::memory_order_relaxed);
+  return f < 0 ? intel : f != 0;
+}
+
+void set_i8_stream_prefetch(int on) {
+  g_i8_prefetch.store(on < 0 ? -1 : on != 0, std::memory_order_relaxed);
+}
+
 bool has_avx512_bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512bf16");

@@ -16,6 +16,12 @@ void force_isa(Isa isa);  // tests and benchmarks: run a lower path; clamps to d
 const char* isa_name(Isa isa);
 bool has_vnni();         // AVX512-VNNI or AVX-VNNI present
 bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
+// Whether the INT8 GEMVs of 1-2 activation rows prefetch their weight stream in software (rows
+// interleaved in fours; see I8Rows in internal.hpp): by default on Intel CPUs, where the W8A16
+// stream left to the hardware prefetcher reached ~0.64 of the read, and not on AMD, where the
+// prefetch slowed it. Benchmarks flip it with set_i8_stream_prefetch(0 off, 1 on, -1 default).
+bool i8_stream_prefetch();
+void set_i8_stream_prefetch(int on);
 
 // ---- linear weights -----------------------------------------------------------------------------
 enum class WType { f16 = 0, i8 = 1, i8a8 = 2 };

@@ -349,6 +349,39 @@ TEST(Kernels8, InterleavedRowsFromAnyRow) {
   }
 }
 
+// The INT8 GEMVs of 1-2 activation rows with the software prefetch of their interleaved weight
+// stream forced off and on (by default it follows the CPU's vendor, so one machine runs one of
+// the two): the same values bit for bit, as the prefetch only moves lines; the setting itself
+// switches and returns to the vendor's default.
+TEST(Kernels8, InterleavedStreamPrefetchOnAndOff) {
+  if (!gemv_int8_dot())
+    GTEST_SKIP() << "no AVX512-VNNI here: the interleaved VNNI GEMVs do not run";
+  const bool by_vendor = i8_stream_prefetch();
+  set_i8_stream_prefetch(0);
+  EXPECT_FALSE(i8_stream_prefetch());
+  set_i8_stream_prefetch(1);
+  EXPECT_TRUE(i8_stream_prefetch());
+  set_i8_stream_prefetch(-1);
+  EXPECT_EQ(i8_stream_prefetch(), by_vendor);
+  uint32_t seed = 950;
+  for (WType t : {WType::i8, WType::i8a8})
+    for (const int64_t m : {1, 2})
+      for (const int64_t n_in : {int64_t(2048), int64_t(8192 + 64)}) {
+        const LinearData d = make_weight({t, 520, n_in, true}, seed++);
+        const std::vector<float> x = random_f32(size_t(m * n_in), seed++);
+        std::vector<float> off(size_t(m * 520), kNaN), on(off.size(), kNaN);
+        set_i8_stream_prefetch(0);
+        gemv(d.w, x.data(), m, off.data());
+        set_i8_stream_prefetch(1);
+        gemv(d.w, x.data(), m, on.data());
+        set_i8_stream_prefetch(-1);
+        for (size_t i = 0; i < off.size(); ++i) {
+          ASSERT_FALSE(std::isnan(off[i])) << type_name(t) << " m=" << m << " n_in=" << n_in;
+          ASSERT_EQ(on[i], off[i]) << type_name(t) << " m=" << m << " n_in=" << n_in << " " << i;
+        }
+      }
+}
+
 // More columns than a panel (kernels.hpp, kRows4Panel): panels one after the other, the last one
 // narrower, each interleaved in fours over its own width; copied back row-major whole.
 TEST(Fill, RowsInterleavedInFoursInPanels) {
