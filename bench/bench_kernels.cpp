@@ -129,20 +129,24 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
 }
 
-// args: type (1 W8A16, 2 W8A8), m, prefetch (0 off, 1 on). The INT8 GEMV from DRAM on
-// tinyllama-1.1b's gate projection (5,632 x 2,048) with the software prefetch of its 1-2 row
-// stream set by hand instead of by the CPU's vendor (i8_stream_prefetch, kernels.hpp), so one
-// process compares both (run with --benchmark_enable_random_interleaving).
-void BM_GemvPrefetch(benchmark::State& state) {
-  lc::set_i8_stream_prefetch(int(state.range(2)));
+// args: type (0 FP16, 1 W8A16, 2 W8A8), m, on. A GEMV from DRAM on tinyllama-1.1b's gate
+// projection (5,632 x 2,048) with its vendor-dependent choice (StreamTuning, kernels.hpp) set by
+// hand instead of by the CPU's vendor, so one process compares both (run with
+// --benchmark_enable_random_interleaving): INT8 on = the 1-2 row stream prefetched in software,
+// FP16 on = one activation row read as fp16 (off: as fp32 holding the same values).
+void BM_GemvStreamTuning(benchmark::State& state) {
   const auto type = lc::WType(state.range(0));
   const int64_t n_out = 5632, n_in = 2048, m = state.range(1);
+  lc::StreamTuning t = lc::vendor_stream_tuning();
+  (type == lc::WType::f16 ? t.f16_one_row_x16 : t.i8_prefetch) = state.range(2) != 0;
+  lc::set_stream_tuning(t);
   const double ceiling = read_bw();
-  const int copies = int(1.6e9 / double(n_out * n_in)) + 1;
+  const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
+  const int copies = int(1.6e9 / bytes) + 1;
   std::vector<Matrix> mats;
   for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 1000 + i));
   const double rate = time_gemv(state, mats, m);
-  lc::set_i8_stream_prefetch(-1);
+  lc::reset_stream_tuning();
   state.counters["pct_read_bw"] = 100.0 * rate / ceiling;
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
 }
@@ -450,9 +454,9 @@ BENCHMARK(BM_Gemv)
     ->ArgsProduct({{0, 1, 2, 3}, {2048}, {5632}, {1, 2, 3, 4, 6, 8}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
-BENCHMARK(BM_GemvPrefetch)
-    ->ArgsProduct({{1, 2}, {1, 2}, {0, 1}})
-    ->ArgNames({"type", "m", "prefetch"})
+BENCHMARK(BM_GemvStreamTuning)
+    ->ArgsProduct({{0, 1, 2}, {1, 2}, {0, 1}})
+    ->ArgNames({"type", "m", "on"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_GemvHot)

@@ -171,7 +171,7 @@ struct I8Rows {
   const int8_t* wr;  // row r (row-major), or its group (interleaved)
   const int8_t* base[R];
   int64_t n;
-  bool small_m_prefetch = kLinear && i8_stream_prefetch();
+  bool small_m_prefetch = kLinear && stream_tuning().i8_prefetch;
   I8Rows(const Weight& w, int64_t r) : n(w.n_in) {
     const int8_t* d = static_cast<const int8_t*>(w.data);
     wr = Rows4 ? d + (r >> 2) * 4 * n : d + r * n;
@@ -190,7 +190,7 @@ struct I8Rows {
   // On Intel Xeon (family 6 model 207, 2 threads, 2,048-5,632-column panels) the W8A16 stream of
   // M = 1 and 2 left to the hardware prefetcher read at ~0.64 and ~0.45 of the read; 4 lines
   // kLinearPrefetchBytes ahead into L2 made it 1.37-1.41x and 1.50-1.52x as fast (4-12 KB within
-  // a few percent; the W8A8 stream level), so there it prefetches (i8_stream_prefetch, by vendor).
+  // a few percent; the W8A8 stream level), so there it prefetches (StreamTuning, kernels.hpp).
   // Always inlined: GCC 12 takes a function whose only effects are prefetches for pure and
   // drops its calls (a call left out of line, as the M <= 2 branch's loop was, prefetched nothing).
   template <int M>

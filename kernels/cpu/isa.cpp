@@ -56,20 +56,38 @@ bool has_vnni() {
 }
 
 namespace {
-std::atomic<int> g_i8_prefetch{-1};
+// bit 0: set by hand; bit 1: i8_prefetch; bit 2: f16_one_row_x16
+std::atomic<int> g_tuning{0};
 }  // namespace
 
-bool i8_stream_prefetch() {
-  static const bool intel = [] {
+StreamTuning vendor_stream_tuning() {
+  static const StreamTuning t = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_is("intel") != 0;
+    const bool intel = __builtin_cpu_is("intel") != 0;
+    StreamTuning v;
+    v.i8_prefetch = intel;
+    v.f16_one_row_x16 = !intel;
+    return v;
   }();
-  const int f = g_i8_prefetch.load(std::memory_order_relaxed);
-  return f < 0 ? intel : f != 0;
+  return t;
 }
 
-void set_i8_stream_prefetch(int on) {
-  g_i8_prefetch.store(on < 0 ? -1 : on != 0, std::memory_order_relaxed);
+StreamTuning stream_tuning() {
+  const int f = g_tuning.load(std::memory_order_relaxed);
+  if (!(f & 1)) return vendor_stream_tuning();
+  StreamTuning t;
+  t.i8_prefetch = (f & 2) != 0;
+  t.f16_one_row_x16 = (f & 4) != 0;
+  return t;
+}
+
+void set_stream_tuning(const StreamTuning& t) {
+  g_tuning.store(1 | (t.i8_prefetch ? 2 : 0) | (t.f16_one_row_x16 ? 4 : 0),
+                 std::memory_order_relaxed);
+}
+
+void reset_stream_tuning() {
+  g_tuning.store(0, std::memory_order_relaxed);
 }
 
 bool has_avx512_bf16() {

@@ -16,12 +16,23 @@ void force_isa(Isa isa);  // tests and benchmarks: run a lower path; clamps to d
 const char* isa_name(Isa isa);
 bool has_vnni();         // AVX512-VNNI or AVX-VNNI present
 bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
-// Whether the INT8 GEMVs of 1-2 activation rows prefetch their weight stream in software (rows
-// interleaved in fours; see I8Rows in internal.hpp): by default on Intel CPUs, where the W8A16
-// stream left to the hardware prefetcher reached ~0.64 of the read, and not on AMD, where the
-// prefetch slowed it. Benchmarks flip it with set_i8_stream_prefetch(0 off, 1 on, -1 default).
-bool i8_stream_prefetch();
-void set_i8_stream_prefetch(int on);
+// The decode GEMVs' choices that measured opposite ways on the CPU vendors here (both on 2
+// threads from DRAM; reports/cpu-kernels.md). By default they follow the CPU's vendor; benchmarks
+// and tests set them by hand, so one process compares both.
+struct StreamTuning {
+  // INT8 weights (rows interleaved in fours), 1-2 activation rows: a software prefetch of the
+  // weight stream, 4 lines kLinearPrefetchBytes ahead into L2 (internal.hpp, I8Rows). Intel Xeon
+  // (family 6 model 207): the W8A16 GEMV 1.36-1.43x as fast with it; AMD Zen 4: 0.66-0.73x.
+  bool i8_prefetch = false;
+  // FP16 weights, one activation row: the activations read as fp16 (true) or as fp32 holding the
+  // same fp16-rounded values (the results are identical). AMD Zen 4: fp16 1.09-1.18x as fast;
+  // Intel Xeon (family 6 model 207): fp32 1.11-1.13x. From 2 rows fp16 on both.
+  bool f16_one_row_x16 = true;
+};
+StreamTuning vendor_stream_tuning();  // this CPU's defaults (Intel or not)
+StreamTuning stream_tuning();         // the choices in force
+void set_stream_tuning(const StreamTuning& t);
+void reset_stream_tuning();  // back to vendor_stream_tuning()
 
 // ---- linear weights -----------------------------------------------------------------------------
 enum class WType { f16 = 0, i8 = 1, i8a8 = 2 };

@@ -349,35 +349,42 @@ TEST(Kernels8, InterleavedRowsFromAnyRow) {
   }
 }
 
-// The INT8 GEMVs of 1-2 activation rows with the software prefetch of their interleaved weight
-// stream forced off and on (by default it follows the CPU's vendor, so one machine runs one of
-// the two): the same values bit for bit, as the prefetch only moves lines; the setting itself
-// switches and returns to the vendor's default.
-TEST(Kernels8, InterleavedStreamPrefetchOnAndOff) {
-  if (!gemv_int8_dot())
-    GTEST_SKIP() << "no AVX512-VNNI here: the interleaved VNNI GEMVs do not run";
-  const bool by_vendor = i8_stream_prefetch();
-  set_i8_stream_prefetch(0);
-  EXPECT_FALSE(i8_stream_prefetch());
-  set_i8_stream_prefetch(1);
-  EXPECT_TRUE(i8_stream_prefetch());
-  set_i8_stream_prefetch(-1);
-  EXPECT_EQ(i8_stream_prefetch(), by_vendor);
+// The GEMVs' vendor-dependent choices (StreamTuning, kernels.hpp) forced each way: by default
+// they follow the CPU's vendor, so one machine runs one of the two. The INT8 1-2 row streams with
+// and without their software prefetch, and one FP16 activation row read as fp16 or as fp32 of the
+// same rounded values: the same results bit for bit. The setting itself switches and returns to
+// the vendor's default.
+TEST(Kernels8, StreamTuningEitherWay) {
+  const StreamTuning vendor = vendor_stream_tuning();
+  StreamTuning t;
+  t.i8_prefetch = !vendor.i8_prefetch;
+  t.f16_one_row_x16 = !vendor.f16_one_row_x16;
+  set_stream_tuning(t);
+  EXPECT_EQ(stream_tuning().i8_prefetch, t.i8_prefetch);
+  EXPECT_EQ(stream_tuning().f16_one_row_x16, t.f16_one_row_x16);
+  reset_stream_tuning();
+  EXPECT_EQ(stream_tuning().i8_prefetch, vendor.i8_prefetch);
+  EXPECT_EQ(stream_tuning().f16_one_row_x16, vendor.f16_one_row_x16);
   uint32_t seed = 950;
-  for (WType t : {WType::i8, WType::i8a8})
+  for (WType type : {WType::f16, WType::i8, WType::i8a8})
     for (const int64_t m : {1, 2})
       for (const int64_t n_in : {int64_t(2048), int64_t(8192 + 64)}) {
-        const LinearData d = make_weight({t, 520, n_in, true}, seed++);
+        if (type != WType::f16 && !gemv_int8_dot()) continue;  // no interleaved VNNI GEMVs here
+        const LinearData d = make_weight({type, 520, n_in, type != WType::f16}, seed++);
         const std::vector<float> x = random_f32(size_t(m * n_in), seed++);
-        std::vector<float> off(size_t(m * 520), kNaN), on(off.size(), kNaN);
-        set_i8_stream_prefetch(0);
-        gemv(d.w, x.data(), m, off.data());
-        set_i8_stream_prefetch(1);
-        gemv(d.w, x.data(), m, on.data());
-        set_i8_stream_prefetch(-1);
-        for (size_t i = 0; i < off.size(); ++i) {
-          ASSERT_FALSE(std::isnan(off[i])) << type_name(t) << " m=" << m << " n_in=" << n_in;
-          ASSERT_EQ(on[i], off[i]) << type_name(t) << " m=" << m << " n_in=" << n_in << " " << i;
+        std::vector<float> y[2];
+        for (int on = 0; on < 2; ++on) {
+          StreamTuning s = vendor;
+          s.i8_prefetch = s.f16_one_row_x16 = on != 0;
+          set_stream_tuning(s);
+          y[on].assign(size_t(m * 520), kNaN);
+          gemv(d.w, x.data(), m, y[on].data());
+        }
+        reset_stream_tuning();
+        for (size_t i = 0; i < y[0].size(); ++i) {
+          ASSERT_FALSE(std::isnan(y[0][i])) << type_name(type) << " m=" << m << " n_in=" << n_in;
+          ASSERT_EQ(y[1][i], y[0][i])
+              << type_name(type) << " m=" << m << " n_in=" << n_in << " " << i;
         }
       }
 }
