@@ -188,9 +188,10 @@ struct I8Rows {
   // 4 KB ahead into L1); from M = 3, where the multiply-adds bound it, 12 KB ahead into L2 (M = 4:
   // 0.87 / 0.82, into L1 or none 0.35-0.53; M = 3: 0.66 / 0.66, 4 KB into L1 0.59 / 0.43).
   // On Intel Xeon (family 6 model 207, 2 threads, 2,048-5,632-column panels) the W8A16 stream of
-  // M = 1 and 2 left to the hardware prefetcher read at ~0.64 and ~0.45 of the read; 4 lines
-  // kLinearPrefetchBytes ahead into L2 made it 1.37-1.41x and 1.50-1.52x as fast (4-12 KB within
-  // a few percent; the W8A8 stream level), so there it prefetches (StreamTuning, kernels.hpp).
+  // M = 1 and 2 left to the hardware prefetcher read at ~0.61-0.66 and ~0.45-0.59 of the read;
+  // 4 lines kLinearPrefetchBytes ahead into L2 made it 1.36-1.41x and 1.43-1.52x as fast (4-12 KB
+  // within a few percent; the W8A8 stream level), so there it prefetches (StreamTuning,
+  // kernels.hpp).
   // Always inlined: GCC 12 takes a function whose only effects are prefetches for pure and
   // drops its calls (a call left out of line, as the M <= 2 branch's loop was, prefetched nothing).
   template <int M>

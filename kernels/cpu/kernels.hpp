@@ -22,7 +22,7 @@ bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
 struct StreamTuning {
   // INT8 weights (rows interleaved in fours), 1-2 activation rows: a software prefetch of the
   // weight stream, 4 lines kLinearPrefetchBytes ahead into L2 (internal.hpp, I8Rows). Intel Xeon
-  // (family 6 model 207): the W8A16 GEMV 1.36-1.43x as fast with it; AMD Zen 4: 0.66-0.73x.
+  // (family 6 model 207): the W8A16 GEMV 1.36-1.52x as fast with it; AMD Zen 4: 0.66-0.73x.
   bool i8_prefetch = false;
   // FP16 weights, one activation row: the activations read as fp16 (true) or as fp32 holding the
   // same fp16-rounded values (the results are identical). AMD Zen 4: fp16 1.09-1.18x as fast;
