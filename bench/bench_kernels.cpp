@@ -113,13 +113,13 @@ double time_gemv(benchmark::State& state, const std::vector<Matrix>& mats, int64
 }
 
 // type: 0 FP16, 1 W8A16 (as the backend stores it), 2 W8A8, 3 W8A16 row-major
-void BM_Gemv(benchmark::State& state) {
-  const bool row_major = state.range(0) == 3;
-  const auto type = row_major ? lc::WType::i8 : lc::WType(state.range(0));
-  const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
+// The GEMV of m activation rows over > 1.5 GB of distinct n_out x n_in weights (from DRAM), with
+// its share of a read ceiling measured next to it.
+void time_gemv_from_dram(benchmark::State& state, lc::WType type, int64_t n_out, int64_t n_in,
+                         int64_t m, bool row_major = false) {
   const double ceiling = read_bw();
   const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
-  const int copies = int(1.6e9 / bytes) + 1;  // > 1.5 GB of distinct weights
+  const int copies = int(1.6e9 / bytes) + 1;
   std::vector<Matrix> mats;
   for (int i = 0; i < copies; ++i)
     mats.push_back(make_matrix(type, n_out, n_in, 1000 + i, row_major));
@@ -129,6 +129,12 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["ceiling_GBps"] = ceiling * 1e-9;
 }
 
+void BM_Gemv(benchmark::State& state) {
+  const bool row_major = state.range(0) == 3;
+  time_gemv_from_dram(state, row_major ? lc::WType::i8 : lc::WType(state.range(0)), state.range(1),
+                      state.range(2), state.range(3), row_major);
+}
+
 // args: type (0 FP16, 1 W8A16, 2 W8A8), m, on. A GEMV from DRAM on tinyllama-1.1b's gate
 // projection (5,632 x 2,048) with its vendor-dependent choice (StreamTuning, kernels.hpp) set by
 // hand instead of by the CPU's vendor, so one process compares both (run with
@@ -136,19 +142,11 @@ void BM_Gemv(benchmark::State& state) {
 // FP16 on = one activation row read as fp16 (off: as fp32 holding the same values).
 void BM_GemvStreamTuning(benchmark::State& state) {
   const auto type = lc::WType(state.range(0));
-  const int64_t n_out = 5632, n_in = 2048, m = state.range(1);
   lc::StreamTuning t = lc::vendor_stream_tuning();
   (type == lc::WType::f16 ? t.f16_one_row_x16 : t.i8_prefetch) = state.range(2) != 0;
   lc::set_stream_tuning(t);
-  const double ceiling = read_bw();
-  const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
-  const int copies = int(1.6e9 / bytes) + 1;
-  std::vector<Matrix> mats;
-  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 1000 + i));
-  const double rate = time_gemv(state, mats, m);
+  time_gemv_from_dram(state, type, 5632, 2048, state.range(1));
   lc::reset_stream_tuning();
-  state.counters["pct_read_bw"] = 100.0 * rate / ceiling;
-  state.counters["ceiling_GBps"] = ceiling * 1e-9;
 }
 
 // args: type, n_in, m. The same GEMV with its weights resident in the L2 caches: one matrix of

@@ -137,10 +137,10 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       small |= mm / ng <= detail::kF16X16MaxRows;
       large |= (mm + ng - 1) / ng > detail::kF16X16MaxRows;
     }
-    // One activation row reads fp32 activations where the CPU's vendor runs that faster
-    // (StreamTuning, kernels.hpp): the same rounded values, the vcvtph2ps of each activation off
+    // One activation row reads fp32 activations (rounded below) where the CPU's vendor runs that
+    // faster (StreamTuning, kernels.hpp): the same values, the vcvtph2ps of each activation off
     // the loop.
-    if (m == 1 && !stream_tuning().f16_one_row_x16) small = false, large = true;
+    if (m == 1 && !stream_tuning().f16_one_row_x16) small = false;
     if (small && active_isa() == Isa::avx512) {
       xh.resize(size_t(m * n_in));
       if (detail::f32_to_f16_in_range_f16c(x, xh.data(), m * n_in)) x16 = xh.data();
