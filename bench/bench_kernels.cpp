@@ -327,6 +327,16 @@ void BM_AttentionDecode(benchmark::State& state) {
 void BM_AttentionDecodeHot(benchmark::State& state) {
   attention_decode(state, true);
 }
+// BM_AttentionDecode with StreamTuning::mha_k_prefetch (the MHA decode's K prefetch on a tiled
+// cache) set by hand (arg on), so one process compares both
+// (--benchmark_enable_random_interleaving). args: context, n_new, model, kv, on
+void BM_AttentionDecodeStreamTuning(benchmark::State& state) {
+  lc::StreamTuning t = lc::vendor_stream_tuning();
+  t.mha_k_prefetch = state.range(4) != 0;
+  lc::set_stream_tuning(t);
+  attention_decode(state, false);
+  lc::reset_stream_tuning();
+}
 
 // Prefill attention (one sequence, causal, fp16 KV cache) of `tokens` new tokens after `past`
 // cached positions, at llama-2-7b's heads (model 0) or tinyllama-1.1b's (model 1).
@@ -482,6 +492,11 @@ BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{500, 2000, 4000}, {1}, {0, 1}, {0, 1, 2, 3, 4, 5}})
     ->Args({2048, 4, 0, 0})
     ->ArgNames({"ctx", "n_new", "model", "kv"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeStreamTuning)
+    ->ArgsProduct({{500, 2000, 4000}, {1}, {0}, {0}, {0, 1}})
+    ->ArgNames({"ctx", "n_new", "model", "kv", "on"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_AttentionDecodeHot)

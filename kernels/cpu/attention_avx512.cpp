@@ -257,7 +257,8 @@ namespace {
 // 0.82-0.94x the time of the walk it replaced (16-key sub-blocks head by head: each head's slice
 // of 16 rows is 16 runs of 256 bytes 8 KB apart, an order a plain read takes at ~0.8x of a linear
 // one): reports/cpu-kernels.md. On a tiled16 K cache the scores are scores_tiled's (each head's
-// run of a 16-key tile, the keys in the lanes, no reduction), also in address order.
+// run of a 16-key tile, the keys in the lanes, no reduction), also in address order, K prefetched
+// where StreamTuning::mha_k_prefetch says.
 template <KvType KV>
 void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, float* sc,
                float* part) {
@@ -268,13 +269,14 @@ void chunk_mha(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qf, 
   const int64_t se = a.slice_elems();
   const int slice_bytes = int(se * int64_t(sizeof(kv_elem<KV>)));
   const bool tiled = KV == KvType::f16 && a.k_tiled;
+  const bool pf_k = tiled && stream_tuning().mha_k_prefetch;
   int64_t ro[B + 2];
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     const int npf = int(std::min<int64_t>(B + 2, k1 - j0));  // rows with offsets (2 to prefetch)
     fill_row_offsets(a, s, j0, npf, ro);
     // On a tiled K, each head's runs of a 16-key tile: no reduction.
-    if (tiled) scores_tiled(a, s, j0, nb_all, k1, qf, sc, B, false);
+    if (tiled) scores_tiled(a, s, j0, nb_all, k1, qf, sc, B, pf_k, false);
     for (int j = 0; j < nb_all && !tiled; ++j) {
       const kv_elem<KV>* krow = kv_ptr<KV>(a.k_cache) + ro[j];
       const kv_elem<KV>* kpf = j + 2 < npf ? kv_ptr<KV>(a.k_cache) + ro[j + 2] : nullptr;

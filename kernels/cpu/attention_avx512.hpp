@@ -357,14 +357,16 @@ inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, fl
 // Scores of the keys [j0, j0 + nb) on a tiled16 K cache (fp16) for every (token, head) row of
 // sequence s, keys contiguous: sc[(t * n_heads + h) * B + j - j0] (softmax_block's layout). Tile by
 // tile (16 positions: a.row(s, p) of the tile's first position is a multiple of 16), kv head by kv
-// head, in address order. Lanes of keys outside [j0, j0 + nb) are not stored. With pf (the GQA
-// decode), each (tile, kv head) prefetches into L2 the K run ~8 KB further on in that order (keys
-// up to k1), a line every other dimension of its first score tile, and this tile's V rows of its kv
-// head. Without (the MHA decode, whose tiles are 128 KB of K at 7B's heads, each read in address
-// order), the hardware prefetcher's alone: on AMD Zen 4 from DRAM, 7B's heads took 1.09-1.2x the
-// time with the prefetch, tinyllama's 0.93-0.96x (reports/cpu-kernels.md).
+// head, in address order. Lanes of keys outside [j0, j0 + nb) are not stored. With pf_k, each
+// (tile, kv head) prefetches into L2 the K run ~8 KB further on in that order (keys up to k1), a
+// line every other dimension of its first score tile; with pf_v, also this tile's V rows of its kv
+// head. The GQA decode takes both. The MHA decode (tiles of 128 KB of K at 7B's heads, its V rows
+// prefetched by its own P·V loop) takes pf_k where StreamTuning::mha_k_prefetch says (Intel): from
+// DRAM on AMD Zen 4, 7B's heads took 1.09-1.2x the time with both prefetches (tinyllama's
+// 0.93-0.96x); on an Intel Xeon K alone made the tiles as fast as rows, where without it they took
+// 1.25-1.29x their time, and K with V changed nothing (reports/cpu-kernels.md).
 inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64_t k1,
-                         const float* qf, float* sc, int B, bool pf) {
+                         const float* qf, float* sc, int B, bool pf_k, bool pf_v) {
   const int hd = a.hd, nh = a.n_heads, nkv = a.n_kv_heads, group = nh / nkv;
   const int hdp = 16 * ((hd + 15) / 16);
   const int64_t nt = a.n_tok(s), run = int64_t(hd) * 16, row_bytes = a.row_elems() * 2;
@@ -380,11 +382,11 @@ inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64
       // The run `ahead` runs on: this tile's or one further on.
       const int64_t pa = pt + 16 * ((kvh + ahead) / nkv);
       const char* pk = nullptr;  // prefetched line by line in the first score tile's loop
-      if (pf && pa < k1) {
+      if (pf_k && pa < k1) {
         const uint16_t* ta = pa == pt ? tile : kc + a.k_tile(a.row(s, pa) / 16);
         pk = reinterpret_cast<const char*>(ta + (kvh + ahead) % nkv * run);
       }
-      if (pf)
+      if (pf_v)
         for (int i = lo; i < hi; ++i)
           for (int64_t l = 0; l < int64_t(hd) * 2; l += 64)
             _mm_prefetch(vc + (row0 + i) * row_bytes + int64_t(kvh) * hd * 2 + l, _MM_HINT_T2);
@@ -525,7 +527,7 @@ void chunk_gqa_tiled(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float
   for (int64_t j0 = k0; j0 < k1; j0 += B) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
     fill_row_offsets(a, s, j0, nb_all, roff);
-    scores_tiled(a, s, j0, nb_all, k1, qfp, scp, B, true);
+    scores_tiled(a, s, j0, nb_all, k1, qfp, scp, B, true, true);
     softmax_block(a, s, j0, nb_all, scp, part, B);
     for (int64_t t = 0; t < a.n_tok(s); ++t) {
       const auto [lo, hi] = visible(a, s, t, j0, 0, nb_all);

@@ -56,7 +56,7 @@ bool has_vnni() {
 }
 
 namespace {
-// bit 0: set by hand; bit 1: i8_prefetch; bit 2: f16_one_row_x16
+// bit 0: set by hand; bit 1: i8_prefetch; bit 2: f16_one_row_x16; bit 3: mha_k_prefetch
 std::atomic<int> g_tuning{0};
 }  // namespace
 
@@ -67,6 +67,7 @@ StreamTuning vendor_stream_tuning() {
     StreamTuning v;
     v.i8_prefetch = intel;
     v.f16_one_row_x16 = !intel;
+    v.mha_k_prefetch = intel;
     return v;
   }();
   return t;
@@ -78,12 +79,14 @@ StreamTuning stream_tuning() {
   StreamTuning t;
   t.i8_prefetch = (f & 2) != 0;
   t.f16_one_row_x16 = (f & 4) != 0;
+  t.mha_k_prefetch = (f & 8) != 0;
   return t;
 }
 
 void set_stream_tuning(const StreamTuning& t) {
-  g_tuning.store(1 | (t.i8_prefetch ? 2 : 0) | (t.f16_one_row_x16 ? 4 : 0),
-                 std::memory_order_relaxed);
+  g_tuning.store(
+      1 | (t.i8_prefetch ? 2 : 0) | (t.f16_one_row_x16 ? 4 : 0) | (t.mha_k_prefetch ? 8 : 0),
+      std::memory_order_relaxed);
 }
 
 void reset_stream_tuning() {

@@ -16,9 +16,9 @@ void force_isa(Isa isa);  // tests and benchmarks: run a lower path; clamps to d
 const char* isa_name(Isa isa);
 bool has_vnni();         // AVX512-VNNI or AVX-VNNI present
 bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
-// The decode GEMVs' choices that measured opposite ways on the CPU vendors here (both on 2
-// threads from DRAM; reports/cpu-kernels.md). By default they follow the CPU's vendor; benchmarks
-// and tests set them by hand, so one process compares both.
+// The decode's choices (GEMVs, attention) that measured opposite ways on the CPU vendors here
+// (both on 2 threads from DRAM; reports/cpu-kernels.md). By default they follow the CPU's vendor;
+// benchmarks and tests set them by hand, so one process compares both.
 struct StreamTuning {
   // INT8 weights (rows interleaved in fours), 1-2 activation rows: a software prefetch of the
   // weight stream, 4 lines kLinearPrefetchBytes ahead into L2 (internal.hpp, I8Rows). Intel Xeon
@@ -28,6 +28,12 @@ struct StreamTuning {
   // same fp16-rounded values (the results are identical). AMD Zen 4: fp16 1.09-1.18x as fast;
   // Intel Xeon (family 6 model 207): fp32 1.11-1.13x. From 2 rows fp16 on both.
   bool f16_one_row_x16 = true;
+  // Decode attention without GQA (llama-2-7b's 32 heads of 128) on an fp16 K cache in 16-position
+  // tiles: the K runs prefetched ~8 KB ahead into L2. Intel Xeon (family 6 model 207): the tiles
+  // 1.25-1.29x the time of rows without it, level with rows with it. AMD Zen 4: the hardware
+  // prefetcher alone (the prefetch of K and V together took 1.09-1.2x the time; K alone not
+  // measured there).
+  bool mha_k_prefetch = false;
 };
 StreamTuning vendor_stream_tuning();  // this CPU's defaults (Intel or not)
 StreamTuning stream_tuning();         // the choices in force

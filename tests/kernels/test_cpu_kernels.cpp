@@ -349,22 +349,28 @@ TEST(Kernels8, InterleavedRowsFromAnyRow) {
   }
 }
 
-// The GEMVs' vendor-dependent choices (StreamTuning, kernels.hpp) forced each way: by default
-// they follow the CPU's vendor, so one machine runs one of the two. The INT8 1-2 row streams with
-// and without their software prefetch, and one FP16 activation row read as fp16 or as fp32 of the
-// same rounded values: the same results bit for bit. The setting itself switches and returns to
-// the vendor's default.
+// The decode's vendor-dependent choices (StreamTuning, kernels.hpp) forced each way: by default
+// they follow the CPU's vendor, so one machine runs one of the two. The setting itself switches
+// each way and returns to the vendor's default. The GEMVs': the INT8 1-2 row streams with and
+// without their software prefetch, and one FP16 activation row read as fp16 or as fp32 of the
+// same rounded values, give the same results bit for bit. (The attention's:
+// AttentionTiledMhaEitherTuning.)
 TEST(Kernels8, StreamTuningEitherWay) {
   const StreamTuning vendor = vendor_stream_tuning();
-  StreamTuning t;
-  t.i8_prefetch = !vendor.i8_prefetch;
-  t.f16_one_row_x16 = !vendor.f16_one_row_x16;
-  set_stream_tuning(t);
-  EXPECT_EQ(stream_tuning().i8_prefetch, t.i8_prefetch);
-  EXPECT_EQ(stream_tuning().f16_one_row_x16, t.f16_one_row_x16);
+  for (const bool v : {false, true}) {  // each choice set both ways, the others the other way
+    StreamTuning t;
+    t.i8_prefetch = v;
+    t.f16_one_row_x16 = !v;
+    t.mha_k_prefetch = v;
+    set_stream_tuning(t);
+    EXPECT_EQ(stream_tuning().i8_prefetch, t.i8_prefetch);
+    EXPECT_EQ(stream_tuning().f16_one_row_x16, t.f16_one_row_x16);
+    EXPECT_EQ(stream_tuning().mha_k_prefetch, t.mha_k_prefetch);
+  }
   reset_stream_tuning();
   EXPECT_EQ(stream_tuning().i8_prefetch, vendor.i8_prefetch);
   EXPECT_EQ(stream_tuning().f16_one_row_x16, vendor.f16_one_row_x16);
+  EXPECT_EQ(stream_tuning().mha_k_prefetch, vendor.mha_k_prefetch);
   uint32_t seed = 950;
   for (WType type : {WType::f16, WType::i8, WType::i8a8})
     for (const int64_t m : {1, 2})
@@ -1060,6 +1066,24 @@ void check_paged_matches_contiguous(const AttnCase& c, int64_t bs, uint32_t seed
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
         << "element " << i << ": " << got[i] << " vs " << want[i];
+}
+
+// The MHA decode over a tiled K cache with its K prefetch on and off (StreamTuning::mha_k_prefetch
+// follows the CPU's vendor, so one machine would run only one of the two): each way against the
+// reference, over several tiles per thread and with the keys ending mid-tile.
+TEST_P(Kernels, AttentionTiledMhaEitherTuning) {
+  const KvType f = KvType::f16;
+  const KLayout t = KLayout::tiled16;
+  for (const bool on : {false, true}) {
+    SCOPED_TRACE(on ? "mha_k_prefetch on" : "mha_k_prefetch off");
+    StreamTuning st = vendor_stream_tuning();
+    st.mha_k_prefetch = on;
+    set_stream_tuning(st);
+    check_attention({1, 1, 1100, 1104, 8, 8, 128, 0, f, t}, 110);
+    check_attention({2, 1, 150, 160, 4, 4, 128, 0, f, t}, 111);
+    check_attention({1, 2, 300, 320, 6, 6, 40, 100, f, t}, 112);
+  }
+  reset_stream_tuning();
 }
 
 TEST_P(Kernels, AttentionPagedMatchesContiguous) {
