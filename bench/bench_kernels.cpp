@@ -135,17 +135,23 @@ void BM_Gemv(benchmark::State& state) {
                       state.range(2), state.range(3), row_major);
 }
 
-// args: type (0 FP16, 1 W8A16, 2 W8A8), m, on. A GEMV from DRAM on tinyllama-1.1b's gate
-// projection (5,632 x 2,048) with its vendor-dependent choice (StreamTuning, kernels.hpp) set by
-// hand instead of by the CPU's vendor, so one process compares both (run with
-// --benchmark_enable_random_interleaving): INT8 on = the 1-2 row stream prefetched in software,
-// FP16 on = one activation row read as fp16 (off: as fp32 holding the same values).
+// args: type (0 FP16, 1 W8A16, 2 W8A8), n_in, m, on. A GEMV from DRAM on tinyllama-1.1b's gate
+// projection (n_in 2,048: 5,632 x 2,048) or 4,096 x n_in (llama-2-7b's down projection at 11,008;
+// FP16 also 5,632-8,192, where its one-row choice turns on Intel) with its vendor-dependent choice
+// (StreamTuning, kernels.hpp) set by hand instead of by the CPU's vendor, so one process compares
+// both (run with --benchmark_enable_random_interleaving): INT8 on = the 1-2 row stream prefetched
+// in software, FP16 on = one activation row read as fp16 (off: as fp32 holding the same values).
 void BM_GemvStreamTuning(benchmark::State& state) {
   const auto type = lc::WType(state.range(0));
+  const int64_t n_in = state.range(1), n_out = n_in == 2048 ? 5632 : 4096;
   lc::StreamTuning t = lc::vendor_stream_tuning();
-  (type == lc::WType::f16 ? t.f16_one_row_x16 : t.i8_prefetch) = state.range(2) != 0;
+  const bool on = state.range(3) != 0;
+  if (type == lc::WType::f16)
+    t.f16_one_row_f32_max_in = on ? 0 : n_in;
+  else
+    t.i8_prefetch = on;
   lc::set_stream_tuning(t);
-  time_gemv_from_dram(state, type, 5632, 2048, state.range(1));
+  time_gemv_from_dram(state, type, n_out, n_in, state.range(2));
   lc::reset_stream_tuning();
 }
 
@@ -463,8 +469,9 @@ BENCHMARK(BM_Gemv)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_GemvStreamTuning)
-    ->ArgsProduct({{0, 1, 2}, {1, 2}, {0, 1}})
-    ->ArgNames({"type", "m", "on"})
+    ->ArgsProduct({{0, 1, 2}, {2048, 11008}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{0}, {5632, 6144, 8192}, {1}, {0, 1}})
+    ->ArgNames({"type", "n_in", "m", "on"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_GemvHot)

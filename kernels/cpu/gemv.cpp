@@ -138,9 +138,9 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       large |= (mm + ng - 1) / ng > detail::kF16X16MaxRows;
     }
     // One activation row reads fp32 activations (rounded below) where the CPU's vendor runs that
-    // faster (StreamTuning, kernels.hpp): the same values, the vcvtph2ps of each activation off
-    // the loop.
-    if (m == 1 && !stream_tuning().f16_one_row_x16) small = false;
+    // faster, up to a width (StreamTuning, kernels.hpp): the same values, the vcvtph2ps of each
+    // activation off the loop.
+    if (m == 1 && n_in <= stream_tuning().f16_one_row_f32_max_in) small = false;
     if (small && active_isa() == Isa::avx512) {
       xh.resize(size_t(m * n_in));
       if (detail::f32_to_f16_in_range_f16c(x, xh.data(), m * n_in)) x16 = xh.data();

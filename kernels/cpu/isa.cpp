@@ -56,8 +56,9 @@ bool has_vnni() {
 }
 
 namespace {
-// bit 0: set by hand; bit 1: i8_prefetch; bit 2: f16_one_row_x16; bit 3: mha_k_prefetch
+// bit 0: set by hand; bit 1: i8_prefetch; bit 2: mha_k_prefetch; and f16_one_row_f32_max_in
 std::atomic<int> g_tuning{0};
+std::atomic<int64_t> g_f32_max_in{0};
 }  // namespace
 
 StreamTuning vendor_stream_tuning() {
@@ -66,7 +67,7 @@ StreamTuning vendor_stream_tuning() {
     const bool intel = __builtin_cpu_is("intel") != 0;
     StreamTuning v;
     v.i8_prefetch = intel;
-    v.f16_one_row_x16 = !intel;
+    v.f16_one_row_f32_max_in = intel ? 8192 : 0;
     v.mha_k_prefetch = intel;
     return v;
   }();
@@ -78,15 +79,15 @@ StreamTuning stream_tuning() {
   if (!(f & 1)) return vendor_stream_tuning();
   StreamTuning t;
   t.i8_prefetch = (f & 2) != 0;
-  t.f16_one_row_x16 = (f & 4) != 0;
-  t.mha_k_prefetch = (f & 8) != 0;
+  t.mha_k_prefetch = (f & 4) != 0;
+  t.f16_one_row_f32_max_in = g_f32_max_in.load(std::memory_order_relaxed);
   return t;
 }
 
 void set_stream_tuning(const StreamTuning& t) {
-  g_tuning.store(
-      1 | (t.i8_prefetch ? 2 : 0) | (t.f16_one_row_x16 ? 4 : 0) | (t.mha_k_prefetch ? 8 : 0),
-      std::memory_order_relaxed);
+  g_f32_max_in.store(t.f16_one_row_f32_max_in, std::memory_order_relaxed);
+  g_tuning.store(1 | (t.i8_prefetch ? 2 : 0) | (t.mha_k_prefetch ? 4 : 0),
+                 std::memory_order_relaxed);
 }
 
 void reset_stream_tuning() {

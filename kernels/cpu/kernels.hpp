@@ -24,10 +24,12 @@ struct StreamTuning {
   // weight stream, 4 lines kLinearPrefetchBytes ahead into L2 (internal.hpp, I8Rows). Intel Xeon
   // (family 6 model 207): the W8A16 GEMV 1.36-1.52x as fast with it; AMD Zen 4: 0.66-0.73x.
   bool i8_prefetch = false;
-  // FP16 weights, one activation row: the activations read as fp16 (true) or as fp32 holding the
-  // same fp16-rounded values (the results are identical). AMD Zen 4: fp16 1.09-1.18x as fast;
-  // Intel Xeon (family 6 model 207): fp32 1.11-1.13x. From 2 rows fp16 on both.
-  bool f16_one_row_x16 = true;
+  // FP16 weights, one activation row: the activations read as fp32 holding the same fp16-rounded
+  // values (the results are identical) up to this many columns, as fp16 beyond. AMD Zen 4: fp16
+  // 1.09-1.18x as fast on every decode shape (0: always fp16). Intel Xeon (family 6 model 207):
+  // fp32 1.02-1.16x as fast from 2,048 to 8,192 columns (a row of at most 32 KiB in its 48 KiB
+  // L1d), fp16 1.09-1.14x at 11,008 (llama-2-7b's down projection). From 2 rows fp16 on both.
+  int64_t f16_one_row_f32_max_in = 0;
   // Decode attention without GQA (llama-2-7b's 32 heads of 128) on an fp16 K cache in 16-position
   // tiles: the K runs prefetched ~8 KB ahead into L2. Intel Xeon (family 6 model 207): the tiles
   // 1.25-1.29x the time of rows without it, level with rows with it. AMD Zen 4: the hardware

@@ -360,16 +360,16 @@ TEST(Kernels8, StreamTuningEitherWay) {
   for (const bool v : {false, true}) {  // each choice set both ways, the others the other way
     StreamTuning t;
     t.i8_prefetch = v;
-    t.f16_one_row_x16 = !v;
+    t.f16_one_row_f32_max_in = v ? 0 : 9000;
     t.mha_k_prefetch = v;
     set_stream_tuning(t);
     EXPECT_EQ(stream_tuning().i8_prefetch, t.i8_prefetch);
-    EXPECT_EQ(stream_tuning().f16_one_row_x16, t.f16_one_row_x16);
+    EXPECT_EQ(stream_tuning().f16_one_row_f32_max_in, t.f16_one_row_f32_max_in);
     EXPECT_EQ(stream_tuning().mha_k_prefetch, t.mha_k_prefetch);
   }
   reset_stream_tuning();
   EXPECT_EQ(stream_tuning().i8_prefetch, vendor.i8_prefetch);
-  EXPECT_EQ(stream_tuning().f16_one_row_x16, vendor.f16_one_row_x16);
+  EXPECT_EQ(stream_tuning().f16_one_row_f32_max_in, vendor.f16_one_row_f32_max_in);
   EXPECT_EQ(stream_tuning().mha_k_prefetch, vendor.mha_k_prefetch);
   uint32_t seed = 950;
   for (WType type : {WType::f16, WType::i8, WType::i8a8})
@@ -381,7 +381,8 @@ TEST(Kernels8, StreamTuningEitherWay) {
         std::vector<float> y[2];
         for (int on = 0; on < 2; ++on) {
           StreamTuning s = vendor;
-          s.i8_prefetch = s.f16_one_row_x16 = on != 0;
+          s.i8_prefetch = on != 0;
+          s.f16_one_row_f32_max_in = on ? 0 : n_in;  // fp16 or fp32 activations
           set_stream_tuning(s);
           y[on].assign(size_t(m * 520), kNaN);
           gemv(d.w, x.data(), m, y[on].data());
