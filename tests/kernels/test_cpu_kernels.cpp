@@ -357,7 +357,7 @@ TEST(Kernels8, InterleavedRowsFromAnyRow) {
 // AttentionTiledMhaEitherTuning.)
 TEST(Kernels8, StreamTuningEitherWay) {
   const StreamTuning vendor = vendor_stream_tuning();
-  for (const bool v : {false, true}) {  // each choice set both ways, the others the other way
+  for (const bool v : {false, true}) {  // each choice set each way
     StreamTuning t;
     t.i8_prefetch = v;
     t.f16_one_row_f32_max_in = v ? 0 : 9000;
