@@ -16,26 +16,31 @@
 
 namespace latprof::cpu::detail {
 
-// A 64-byte aligned float scratch buffer that only grows (reserve() drops the contents). Kernels'
+// A 64-byte aligned scratch buffer of T that only grows (reserve() drops the contents). Kernels'
 // thread_local scratch: a std::vector's 16-byte alignment split every 64-byte load of a row
-// across two cache lines.
-struct AlignedFloats {
-  float* p = nullptr;
+// across two cache lines. (The GEMV's activation copies were std::vectors until 2026-12-06: on
+// the Intel Xeon, one thread, 8 fp32 rows of 2,048-4,096 hot in L2, the FP16 GEMV ran at 73-80
+// GFLOP/s from where malloc put them and 113-119 aligned; reports/cpu-kernels.md.)
+template <class T>
+struct Aligned64 {
+  static_assert(std::is_trivially_copyable_v<T>);
+  T* p = nullptr;
   size_t n = 0;
-  AlignedFloats() = default;
+  Aligned64() = default;
   void reserve(size_t want) {
     if (want <= n) return;
     std::free(p);
     p = nullptr;
     n = 0;
-    p = static_cast<float*>(std::aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64));
+    p = static_cast<T*>(std::aligned_alloc(64, (want * sizeof(T) + 63) / 64 * 64));
     if (!p) throw std::bad_alloc();
     n = want;
   }
-  ~AlignedFloats() { std::free(p); }
-  AlignedFloats(const AlignedFloats&) = delete;
-  AlignedFloats& operator=(const AlignedFloats&) = delete;
+  ~Aligned64() { std::free(p); }
+  Aligned64(const Aligned64&) = delete;
+  Aligned64& operator=(const Aligned64&) = delete;
 };
+using AlignedFloats = Aligned64<float>;
 
 // f(i) for i in [0, n): split statically over the OpenMP threads when parallel, else on the
 // calling thread without entering a region. (A region whose `if` is false still sets up and tears

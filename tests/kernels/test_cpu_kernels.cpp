@@ -323,6 +323,54 @@ TEST_P(Kernels, LinearRowsInterleavedInFours) {
   }
 }
 
+// The kernels' scratch buffers (the GEMV's activation copies among them) start on a 64-byte line
+// whatever their element type and size, and keep their memory while they are big enough.
+TEST(Kernels, AlignedScratch) {
+  detail::Aligned64<int16_t> a;
+  detail::Aligned64<uint16_t> b;
+  detail::AlignedFloats c;
+  for (const size_t n : {size_t(1), size_t(7), size_t(100), size_t(4099), size_t(70000)}) {
+    a.reserve(n);
+    b.reserve(n + 3);
+    c.reserve(n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.p) % 64, 0u) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.p) % 64, 0u) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(c.p) % 64, 0u) << n;
+    EXPECT_GE(a.n, n);
+    EXPECT_GE(b.n, n + 3);
+    EXPECT_GE(c.n, n);
+    a.p[n - 1] = 1;  // the whole range is there (ASan / valgrind would see a short block)
+    c.p[n - 1] = 1.0f;
+  }
+  const int16_t* before = a.p;
+  a.reserve(5);
+  EXPECT_EQ(a.p, before);
+}
+
+// The GEMV copies (rounds or quantises) its activations into aligned scratch: where the caller's
+// rows start on the line does not change a bit of the result, on any path (FP16 one row, the fp16
+// rows of 2-7, the fp32 rows of 8+; W8A16; W8A8).
+TEST(Kernels, GemvAnyActivationAlignment) {
+  for (const WType t : {WType::f16, WType::i8, WType::i8a8})
+    for (const int64_t m : {1, 3, 8, 11}) {
+      const int64_t n_out = 40, n_in = 256;
+      LinearData d = make_weight({t, n_out, n_in, int8_storage(t)}, 500 + uint32_t(m));
+      const std::vector<float> x = random_f32(size_t(m * n_in), 600 + uint32_t(m));
+      std::vector<float> want(size_t(m * n_out), kNaN);
+      std::vector<float> buf(size_t(m * n_in) + 16);
+      for (int off = 0; off < 16; off += 3) {
+        std::copy(x.begin(), x.end(), buf.begin() + off);
+        std::vector<float> y(size_t(m * n_out), kNaN);
+        gemv(d.w, buf.data() + off, m, y.data());
+        if (off == 0) want = y;
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_EQ(std::memcmp(&y[i], &want[i], sizeof(float)), 0)
+              << type_name(t) << " m=" << m << " offset " << off << " at " << i;
+        EXPECT_FALSE(std::isnan(y[0])) << type_name(t) << " m=" << m;
+      }
+    }
+}
+
 // The VNNI W8A16 rows of an interleaved weight from a row that is not a group's first (gemv hands
 // out whole groups; the kernel takes any range): the same values as the whole product, and no
 // write outside the range.
