@@ -53,6 +53,30 @@ inline __m512i load_w16(const int8_t* p, __mmask32 k) {
 template <int M, int R>
 constexpr bool kSumsInMemory = (2 * R * M < 32) && (2 * R * M + R + 1 > 24);
 
+// The lane sums of 16 vectors: lane k of the result is the sum of v[k]'s 16 lanes. A tree of 45
+// unpacks, shuffles and adds, where 16 _mm512_reduce_add_ps take ~128 instructions (half of them
+// shuffles on the port the weights' vpmovsxbw also needs).
+inline __m512 sum_lanes16(const __m512 (&v)[16]) {
+  __m512 u[8], q[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: a0+a2, b0+b2, a1+a3, b1+b3
+    u[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // per 128-bit lane: the lane's sums of v[4i] .. v[4i + 3]
+    q[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(q[0], q[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(q[0], q[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(q[2], q[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(q[2], q[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(h01, h23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Whether block<M, R> writes its R x M results from one vector (sum_lanes16) instead of one
+// horizontal sum each: 4 rows of 2-4 activation rows (the batched decode's blocks).
+template <int M, int R>
+constexpr bool kTreeStore = R == 4 && M >= 2 && M <= 4;
+
 // Rows [r, r + R) of W, M >= 2 activation rows of xq (int16, row stride ldx, zero beyond n): the
 // R weight vectors of a step stay in registers and each activation vector is loaded once for all
 // R rows (R * M int32 accumulators + R weights + one activation); the fp32 sums they are flushed
@@ -81,12 +105,32 @@ void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, flo
   auto store = [&](int i, int j, __m512 sum) {
     y[j * ldy + r + i] = _mm512_reduce_add_ps(sum) * w.scales[r + i] * xs[j];
   };
+  // Every result, from the fp32 sums sum_of(i, j): y = (sum * scale) * xs, as store() rounds it.
+  auto store_all = [&](auto&& sum_of) {
+    if constexpr (kTreeStore<M, R>) {
+      __m512 v[16];
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) v[4 * j + i] = j < M ? sum_of(i, j) : _mm512_setzero_ps();
+      // lane 4j + i: row r + i of activation row j
+      const __m512 sc = _mm512_broadcast_f32x4(_mm_loadu_ps(w.scales + r));
+      const __m512 xv = _mm512_permutexvar_ps(
+          _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+          _mm512_castps128_ps512(_mm_maskz_loadu_ps(__mmask8((1u << M) - 1), xs)));
+      const __m512 out = _mm512_mul_ps(_mm512_mul_ps(sum_lanes16(v), sc), xv);
+      _mm_storeu_ps(y + r, _mm512_castps512_ps128(out));
+      _mm_storeu_ps(y + ldy + r, _mm512_extractf32x4_ps(out, 1));
+      if constexpr (M >= 3) _mm_storeu_ps(y + 2 * ldy + r, _mm512_extractf32x4_ps(out, 2));
+      if constexpr (M >= 4) _mm_storeu_ps(y + 3 * ldy + r, _mm512_extractf32x4_ps(out, 3));
+    } else {
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < M; ++j) store(i, j, sum_of(i, j));
+    }
+  };
   if (full * 32 == n && full <= kFlushSteps) {
     // One flush's worth of whole steps (every interleaved panel): the int32 sums straight to y,
     // without the fp32 sums in memory (hot in L3 on AMD Zen 4, 1.00-1.05x at 1-8 rows).
     for (int64_t step = 0; step < full; ++step) step_at(step);
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < M; ++j) store(i, j, _mm512_cvtepi32_ps(acci[i][j]));
+    store_all([&](int i, int j) { return _mm512_cvtepi32_ps(acci[i][j]); });
     return;
   }
   alignas(64) float accf[R][M][16] = {};
@@ -116,8 +160,7 @@ void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, flo
     }
     flush();
   }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < M; ++j) store(i, j, _mm512_load_ps(accf[i][j]));
+  store_all([&](int i, int j) { return _mm512_load_ps(accf[i][j]); });
 }
 
 // M activation rows, one weight row at a time, so a thread's rows [r0, r1) are one linear stream
