@@ -126,7 +126,8 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   // others as they are).
   // The activation copies start on a 64-byte line (so do their rows, where n_in % 32 == 0): from
   // a std::vector (16-byte aligned) every 64-byte load of the fp32 rows of 8 could straddle two
-  // lines; on the Intel Xeon the 8-row FP16 GEMV ran 1.2-1.3x as fast aligned (internal.hpp).
+  // lines; on the Intel Xeon the 8-row FP16 GEMV ran 1.13-1.27x as fast aligned from DRAM, 1.5x
+  // hot (reports/cpu-kernels.md).
   thread_local detail::Aligned64<uint16_t> xh;
   thread_local detail::AlignedFloats xr;
   const uint16_t* x16 = nullptr;
