@@ -60,10 +60,13 @@ struct Matrix {
   lc::Weight w;
 };
 
-// W8A16 weights laid out as the CPU backend stores them (rows interleaved in fours where its
-// decode GEMV reads that layout, kernels.hpp) unless row_major.
+// How W8A16 weights are laid out: as the CPU backend stores them on this CPU (rows interleaved
+// in fours where its decode GEMV reads that layout and StreamTuning::i8_rows4 says so,
+// kernels.hpp), row-major, or interleaved wherever the GEMV reads it.
+enum class Layout { backend, row_major, rows4 };
+
 Matrix make_matrix(lc::WType type, int64_t n_out, int64_t n_in, uint64_t key,
-                   bool row_major = false) {
+                   Layout layout = Layout::backend) {
   Matrix m;
   const size_t elem = type == lc::WType::f16 ? 2 : 1;
   m.data.reset(huge_alloc(size_t(n_out * n_in) * elem));
@@ -74,7 +77,9 @@ Matrix make_matrix(lc::WType type, int64_t n_out, int64_t n_in, uint64_t key,
     lc::fill_i8(reinterpret_cast<int8_t*>(m.data.get()), m.scales.data(), n_out, n_in, key, 0.02f);
   }
   m.w = {m.data.get(), m.scales.empty() ? nullptr : m.scales.data(), type, n_out, n_in};
-  if (type == lc::WType::i8 && !row_major && lc::gemv_int8_dot() && lc::rows4_fits(n_out, n_in)) {
+  const bool rows4 =
+      layout == Layout::rows4 || (layout == Layout::backend && lc::stream_tuning().i8_rows4);
+  if (type == lc::WType::i8 && rows4 && lc::gemv_int8_dot() && lc::rows4_fits(n_out, n_in)) {
     lc::interleave_rows4(reinterpret_cast<int8_t*>(m.data.get()), n_out, n_in);
     m.w.rows4 = true;
   }
@@ -112,17 +117,17 @@ double time_gemv(benchmark::State& state, const std::vector<Matrix>& mats, int64
   return bytes * it / dt;
 }
 
-// type: 0 FP16, 1 W8A16 (as the backend stores it), 2 W8A8, 3 W8A16 row-major
+// type: 0 FP16, 1 W8A16 (as the backend stores it on this CPU), 2 W8A8, 3 W8A16 row-major, 4 W8A16
+// with its rows interleaved in fours
 // The GEMV of m activation rows over > 1.5 GB of distinct n_out x n_in weights (from DRAM), with
 // its share of a read ceiling measured next to it.
 void time_gemv_from_dram(benchmark::State& state, lc::WType type, int64_t n_out, int64_t n_in,
-                         int64_t m, bool row_major = false) {
+                         int64_t m, Layout layout = Layout::backend) {
   const double ceiling = read_bw();
   const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
   const int copies = int(1.6e9 / bytes) + 1;
   std::vector<Matrix> mats;
-  for (int i = 0; i < copies; ++i)
-    mats.push_back(make_matrix(type, n_out, n_in, 1000 + i, row_major));
+  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, 1000 + i, layout));
   const double rate = time_gemv(state, mats, m);
   state.counters["pct_read_bw"] = 100.0 * rate / ceiling;
   state.counters["copies"] = copies;
@@ -130,9 +135,10 @@ void time_gemv_from_dram(benchmark::State& state, lc::WType type, int64_t n_out,
 }
 
 void BM_Gemv(benchmark::State& state) {
-  const bool row_major = state.range(0) == 3;
-  time_gemv_from_dram(state, row_major ? lc::WType::i8 : lc::WType(state.range(0)), state.range(1),
-                      state.range(2), state.range(3), row_major);
+  const int64_t t = state.range(0);
+  const Layout layout = t == 3 ? Layout::row_major : t == 4 ? Layout::rows4 : Layout::backend;
+  time_gemv_from_dram(state, t >= 3 ? lc::WType::i8 : lc::WType(t), state.range(1), state.range(2),
+                      state.range(3), layout);
 }
 
 // args: type (0 FP16, 1 W8A16, 2 W8A8), n_in, m, on. A GEMV from DRAM on tinyllama-1.1b's gate
@@ -198,9 +204,9 @@ void BM_Gemm(benchmark::State& state) {
 // weight matrices, rotated so they come from DRAM; sets the GFLOPs counter, returns the weight
 // bytes streamed per second.
 double time_linear(benchmark::State& state, int64_t path, lc::WType type, int64_t n_out,
-                   int64_t n_in, int64_t m, int copies, int seed) {
+                   int64_t n_in, int64_t m, int copies, int seed, Layout layout = Layout::backend) {
   std::vector<Matrix> mats;
-  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, seed + i));
+  for (int i = 0; i < copies; ++i) mats.push_back(make_matrix(type, n_out, n_in, seed + i, layout));
   std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
   lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
   int next = 0;
@@ -228,16 +234,19 @@ void BM_Crossover(benchmark::State& state) {
 
 // Engine steps of 8-32 tokens (decode batches, mixed decode + prefill chunks): GEMV vs GEMM on
 // the projections of tinyllama-1.1b (shapes 0-3) and llama-2-7b (4-6), > 256 MB of distinct
-// weights rotated so they come from DRAM (L3 32 MB). args: path (0 gemv, 1 gemm), i8, shape, m
+// weights rotated so they come from DRAM (L3 32 MB). args: path (0 gemv, 1 gemm), i8 (0 FP16, 1
+// W8A16 as the backend stores it here, 3 W8A16 row-major, 4 W8A16 interleaved in fours), shape, m
 void BM_Step(benchmark::State& state) {
   static const std::pair<int64_t, int64_t> kShapes[] = {{2048, 2048}, {256, 2048},  {5632, 2048},
                                                         {2048, 5632}, {4096, 4096}, {11008, 4096},
                                                         {4096, 11008}};
-  const auto type = lc::WType(state.range(1));
+  const int64_t t = state.range(1);
+  const auto type = t == 0 ? lc::WType::f16 : lc::WType::i8;
+  const Layout layout = t == 3 ? Layout::row_major : t == 4 ? Layout::rows4 : Layout::backend;
   const auto [n_out, n_in] = kShapes[state.range(2)];
   const double bytes = double(n_out * n_in) * (type == lc::WType::f16 ? 2.0 : 1.0);
   state.counters["GBps"] = time_linear(state, state.range(0), type, n_out, n_in, state.range(3),
-                                       int(2.6e8 / bytes) + 1, 3000) *
+                                       int(2.6e8 / bytes) + 1, 3000, layout) *
                            1e-9;
 }
 
@@ -461,11 +470,14 @@ BENCHMARK(BM_Gemv)
     ->Args({0, 4096, 4096, 8})
     ->Args({0, 11008, 4096, 8})
     ->Args({0, 4096, 11008, 8})
-    // type 0 FP16, 1 W8A16, 2 W8A8, 3 W8A16 row-major on tinyllama-1.1b's gate and down
-    // projections, 1-8 activation rows (run with --benchmark_enable_random_interleaving to
-    // alternate them as the bandwidth drifts).
-    ->ArgsProduct({{0, 1, 2, 3}, {5632}, {2048}, {1, 2, 3, 4, 6, 8}})
-    ->ArgsProduct({{0, 1, 2, 3}, {2048}, {5632}, {1, 2, 3, 4, 6, 8}})
+    // type 0 FP16, 1 W8A16 (as the backend stores it here), 2 W8A8, 3 W8A16 row-major, 4 W8A16
+    // interleaved in fours on tinyllama-1.1b's gate and down projections, 1-16 activation rows
+    // (run with --benchmark_enable_random_interleaving to alternate them as the bandwidth drifts).
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {5632}, {2048}, {1, 2, 3, 4, 6, 8, 16}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {2048}, {5632}, {1, 2, 3, 4, 6, 8, 16}})
+    // The W8A16 layouts (StreamTuning::i8_rows4) on llama-2-7b's MLP shapes.
+    ->ArgsProduct({{3, 4}, {11008}, {4096}, {1, 2, 4, 8, 16}})
+    ->ArgsProduct({{3, 4}, {4096}, {11008}, {1, 2, 4, 8, 16}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_GemvStreamTuning)
@@ -491,6 +503,8 @@ BENCHMARK(BM_Crossover)
 
 BENCHMARK(BM_Step)
     ->ArgsProduct({{0, 1}, {0, 1}, {0, 1, 2, 3, 4, 5, 6}, {8, 9, 12, 16, 24, 32}})
+    // The W8A16 layouts (StreamTuning::i8_rows4) in the GEMM of engine steps and short prompts.
+    ->ArgsProduct({{1}, {3, 4}, {0, 2, 3, 5, 6}, {16, 64, 256}})
     ->ArgNames({"gemm", "i8", "shape", "m"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();

@@ -22,7 +22,9 @@ bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
 struct StreamTuning {
   // INT8 weights (rows interleaved in fours), 1-2 activation rows: a software prefetch of the
   // weight stream, 4 lines kLinearPrefetchBytes ahead into L2 (internal.hpp, I8Rows). Intel Xeon
-  // (family 6 model 207): the W8A16 GEMV 1.36-1.52x as fast with it; AMD Zen 4: 0.66-0.73x.
+  // (family 6 model 207): the W8A16 GEMV 1.36-1.52x as fast with it; AMD Zen 4: 0.66-0.73x. (On
+  // Intel the backend now keeps INT8 weights row-major, i8_rows4 below: this applies where they
+  // are interleaved all the same.)
   bool i8_prefetch = false;
   // FP16 weights, one activation row: the activations read as fp32 holding the same fp16-rounded
   // values (the results are identical) up to this many columns, as fp16 beyond. AMD Zen 4: fp16
@@ -36,6 +38,14 @@ struct StreamTuning {
   // prefetcher alone (the prefetch of K and V together took 1.09-1.2x the time; K alone not
   // measured there).
   bool mha_k_prefetch = false;
+  // W8A16 weights on AVX512-VNNI stored with their rows interleaved in fours (Weight::rows4,
+  // below) where the shape allows, instead of row-major. Decided where the weights are written
+  // (the CPU backend's load): a change applies to weights written after it. AMD Zen 4: the
+  // interleaved stream at one activation row 0.99-1.07 of the FP16 stream, row-major 0.89-0.92.
+  // Intel Xeon (family 6 model 207, tinyllama-1.1b's MLP shapes, 2 threads from DRAM, one
+  // process, 3 repetitions interleaved): row-major level at 1-3 activation rows and 1.07-1.33x
+  // as fast at 4-8 (reports/cpu-kernels.md).
+  bool i8_rows4 = true;
 };
 StreamTuning vendor_stream_tuning();  // this CPU's defaults (Intel or not)
 StreamTuning stream_tuning();         // the choices in force

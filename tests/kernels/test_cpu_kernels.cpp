@@ -410,8 +410,10 @@ TEST(Kernels8, StreamTuningEitherWay) {
     t.i8_prefetch = v;
     t.f16_one_row_f32_max_in = v ? 0 : 9000;
     t.mha_k_prefetch = v;
+    t.i8_rows4 = !v;
     set_stream_tuning(t);
     EXPECT_EQ(stream_tuning().i8_prefetch, t.i8_prefetch);
+    EXPECT_EQ(stream_tuning().i8_rows4, t.i8_rows4);
     EXPECT_EQ(stream_tuning().f16_one_row_f32_max_in, t.f16_one_row_f32_max_in);
     EXPECT_EQ(stream_tuning().mha_k_prefetch, t.mha_k_prefetch);
   }
@@ -419,6 +421,7 @@ TEST(Kernels8, StreamTuningEitherWay) {
   EXPECT_EQ(stream_tuning().i8_prefetch, vendor.i8_prefetch);
   EXPECT_EQ(stream_tuning().f16_one_row_f32_max_in, vendor.f16_one_row_f32_max_in);
   EXPECT_EQ(stream_tuning().mha_k_prefetch, vendor.mha_k_prefetch);
+  EXPECT_EQ(stream_tuning().i8_rows4, vendor.i8_rows4);
   uint32_t seed = 950;
   for (WType type : {WType::f16, WType::i8, WType::i8a8})
     for (const int64_t m : {1, 2})

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "kernels/cpu/kernels.hpp"
 #include "model/open.hpp"
 #include "runner/forward.hpp"
 #include "runner/naive_llama.hpp"
@@ -172,6 +173,64 @@ TEST(Forward, BatchRowsAgree) {
     for (int64_t i = 0; i < c.vocab_size; ++i)
       ASSERT_NEAR(logits[size_t(b * c.vocab_size + i)], logits[size_t(i)], 1e-4)
           << "sequence " << b << " logit " << i;
+}
+
+// The CPU backend lays INT8 (W8A16) weights out as StreamTuning::i8_rows4 says when it writes
+// them (kernels/cpu/kernels.hpp): interleaved in fours where the GEMV reads that layout, else
+// row-major. Either way its matmul of 1, 3 and 9 activation rows (the decode's GEMV and the
+// GEMM beyond) agrees with an fp64 product of the written values; the setting then returns to
+// the vendor's default.
+TEST(Forward, Int8LayoutFollowsStreamTuning) {
+  auto backend = make_cpu_backend(BackendOptions{});
+  constexpr int64_t kOut = 12, kIn = 192;
+  std::vector<int8_t> q(size_t(kOut * kIn));
+  std::vector<float> scales(static_cast<size_t>(kOut));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = int8_t(int((i * 2654435761u >> 7) % 255) - 127);
+  for (int64_t r = 0; r < kOut; ++r) scales[size_t(r)] = 0.01f + 0.001f * float(r);
+  for (const bool rows4 : {false, true}) {
+    cpu::StreamTuning t = cpu::vendor_stream_tuning();
+    t.i8_rows4 = rows4;
+    cpu::set_stream_tuning(t);
+    DeviceWeight w;
+    w.type = WeightType::i8;
+    w.n_out = kOut;
+    w.n_in = kIn;
+    w.data = backend->alloc(w.data_bytes(), "w");
+    w.scales = static_cast<float*>(backend->alloc(size_t(kOut) * 4, "s"));
+    backend->upload_weight(w, q.data(), scales.data());
+    EXPECT_EQ(w.interleaved, rows4 && cpu::gemv_int8_dot()) << "rows4 " << rows4;
+    DeviceWeight f = w;  // the synthetic fill decides the same way
+    f.data = backend->alloc(f.data_bytes(), "f");
+    f.scales = static_cast<float*>(backend->alloc(size_t(kOut) * 4, "fs"));
+    f.interleaved = !w.interleaved;
+    backend->fill_weight(f, 5, 0.02f);
+    EXPECT_EQ(f.interleaved, w.interleaved) << "rows4 " << rows4;
+    for (const int64_t m : {1, 3, 9}) {
+      std::vector<float> x(size_t(m * kIn)), y(size_t(m * kOut), std::nanf(""));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i)) * 0.5f;
+      backend->matmul(w, x.data(), m, y.data());
+      for (int64_t j = 0; j < m; ++j)
+        for (int64_t r = 0; r < kOut; ++r) {
+          double want = 0, mag = 0;
+          for (int64_t k = 0; k < kIn; ++k) {
+            const double p = double(q[size_t(r * kIn + k)]) * x[size_t(j * kIn + k)];
+            want += p;
+            mag += std::fabs(p);
+          }
+          want *= scales[size_t(r)];
+          mag *= scales[size_t(r)];
+          // int16 activations (2^-16 of max|x|) and fp32 sums
+          ASSERT_NEAR(y[size_t(j * kOut + r)], want, 1e-4 * mag + 1e-6)
+              << "rows4 " << rows4 << " m " << m << " row " << r << " act " << j;
+        }
+    }
+    backend->release(f.data);
+    backend->release(f.scales);
+    backend->release(w.data);
+    backend->release(w.scales);
+  }
+  cpu::reset_stream_tuning();
+  EXPECT_EQ(cpu::stream_tuning().i8_rows4, cpu::vendor_stream_tuning().i8_rows4);
 }
 
 }  // namespace

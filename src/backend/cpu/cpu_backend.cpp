@@ -40,13 +40,15 @@ cpu::Weight as_cpu(const DeviceWeight& w) {
 }
 
 // Whether INT8 weight data is kept with its rows interleaved in fours: W8A16 where the decode GEMV
-// reads that layout (AVX512-VNNI; why: kernels/cpu/kernels.hpp) and the shape fits, else
-// row-major. W8A8 weights stay row-major: interleaved, its GEMV was faster at one activation row
-// (0.91 / 0.98 of the FP16 stream against 0.84 / 0.89) but slower at 2 and 8 rows (0.63-0.70
-// against 0.77-0.87, 0.25 against 0.35; reports/cpu-kernels.md). The data is written straight
-// into the layout (no pass over it afterwards).
+// reads that layout (AVX512-VNNI; why: kernels/cpu/kernels.hpp), the shape fits and the CPU runs
+// it faster (StreamTuning::i8_rows4: not on Intel, where row-major ran as fast at 1-3 activation
+// rows and faster at 4-8), else row-major. W8A8 weights stay row-major: interleaved, its GEMV was
+// faster at one activation row (0.91 / 0.98 of the FP16 stream against 0.84 / 0.89) but slower at 2
+// and 8 rows (0.63-0.70 against 0.77-0.87, 0.25 against 0.35; reports/cpu-kernels.md). The data is
+// written straight into the layout (no pass over it afterwards).
 bool rows4_layout(const DeviceWeight& w) {
-  return w.type == WeightType::i8 && cpu::gemv_int8_dot() && cpu::rows4_fits(w.n_out, w.n_in);
+  return w.type == WeightType::i8 && cpu::gemv_int8_dot() && cpu::stream_tuning().i8_rows4 &&
+         cpu::rows4_fits(w.n_out, w.n_in);
 }
 
 class CpuBackend final : public Backend {
