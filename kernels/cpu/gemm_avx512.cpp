@@ -270,11 +270,11 @@ void pack_a_i16(const int16_t* xq, int64_t ldq, int64_t m, int64_t n_in, int32_t
 // k-pairs: dst[(j / NR) * kcp * NR + kp * NR + j % NR] = the pair (W[n0 + j][k0 + 2 kp],
 // [k0 + 2 kp + 1]), zero past n_out and past n_in. 32 elements at a multiple of 32 never cross a
 // 64-element piece of rows interleaved in fours.
-// The rows are prefetched two lines ahead into L1, or into L2 where l2 (row-major weights where
-// the CPU keeps them so, StreamTuning::i8_rows4): on the Intel Xeon, 16 row-major rows prefetched
-// into L1 left 65% of the packing's samples on its prefetch instructions (waiting for fill
-// buffers) and the GEMM of 16-64 rows from DRAM at 1.02-1.17x the time of the interleaved layout;
-// into L2, 0.87-1.03x (reports/cpu-kernels.md).
+// The rows are prefetched two lines ahead into L1, or into L2 with L2 (row-major weights on a CPU
+// that keeps W8A16 weights row-major, StreamTuning::i8_rows4 off): on the Intel Xeon, 16
+// row-major rows prefetched into L1 left 65% of the packing's samples on its prefetch
+// instructions (waiting for fill buffers) and the GEMM of 16-64 rows from DRAM at 1.02-1.17x the
+// time of the interleaved layout; into L2, 0.92-1.05x (reports/cpu-kernels.md).
 template <bool L2>
 void pack_b_i16(const int8_t* w, int64_t n_in, int64_t n_out, int64_t n0, int64_t nc, int64_t k0,
                 int64_t kc, int32_t* dst, bool rows4) {
