@@ -98,19 +98,14 @@ void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, flo
     for (int j = 0; j < M; ++j) acci[i][j] = _mm512_setzero_si512();
   const I8Rows<R, Rows4> wr(w, r);
   const int64_t full = n / 32;
-  [[maybe_unused]] bool pair_l2 = false;
-  if constexpr (!Rows4 && R == 2) pair_l2 = n <= kRowPairMaxIn && !stream_tuning().i8_rows4;
+  const bool pair_l2 = !Rows4 && R == 2 && n <= kRowPairMaxIn && !stream_tuning().i8_rows4;
   auto step_at = [&](int64_t step) {
     const int64_t k = step * 32;
     if ((step & 1) == 0) {
-      if constexpr (!Rows4 && R == 2) {
-        if (pair_l2)
-          wr.template prefetch_rows<2>(k, kRowPairAhead);
-        else
-          wr.template prefetch<M>(k, 1024);
-      } else {
+      if (pair_l2)
+        wr.template prefetch_rows<2>(k, kRowPairAhead);
+      else
         wr.template prefetch<M>(k, 1024);
-      }
     }
     __m512i wv[R];
     for (int i = 0; i < R; ++i) wv[i] = load_w16(wr.at(i, k));

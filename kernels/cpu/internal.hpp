@@ -186,11 +186,11 @@ struct I8Rows {
   }
   const int8_t* at(int i, int64_t k) const { return base[i] + (k >> 6) * kStride + (k & 63); }
   // Row-major: each of the R row streams `ahead` elements on, into the cache level Locality says
-  // (prefetch_row_stream); always inlined, as prefetch below.
+  // (prefetch_row_stream); nothing for rows interleaved in fours. Always inlined, as prefetch.
   template <int Locality>
   [[gnu::always_inline]] void prefetch_rows(int64_t k, int64_t ahead) const {
-    static_assert(!Rows4);
-    for (int i = 0; i < R; ++i) prefetch_row_stream<R, Locality>(wr, n, i, k, ahead);
+    if constexpr (!Rows4)
+      for (int i = 0; i < R; ++i) prefetch_row_stream<R, Locality>(wr, n, i, k, ahead);
   }
   // Called once per 64 weights (k a multiple of 64), by a block of M activation rows. The linear
   // stream of 4 interleaved rows, measured on AMD Zen 4: at M = 1 and 2 best left to the hardware

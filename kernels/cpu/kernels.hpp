@@ -44,7 +44,9 @@ struct StreamTuning {
   // interleaved stream at one activation row 0.99-1.07 of the FP16 stream, row-major 0.89-0.92.
   // Intel Xeon (family 6 model 207, tinyllama-1.1b's MLP shapes, 2 threads from DRAM, one
   // process, 3 repetitions interleaved): row-major level at 1-3 activation rows and 1.07-1.33x
-  // as fast at 4-8 (reports/cpu-kernels.md).
+  // as fast at 4-8 (reports/cpu-kernels.md). Where it is off, the INT8 GEMM's packing of row-major
+  // weights prefetches them into L2 and the GEMV's row-major blocks of 2 rows prefetch 4 KB
+  // ahead into L2, as measured with that layout (gemm_avx512.cpp, gemv_vnni_avx512.cpp).
   bool i8_rows4 = true;
 };
 StreamTuning vendor_stream_tuning();  // this CPU's defaults (Intel or not)

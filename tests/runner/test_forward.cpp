@@ -177,9 +177,9 @@ TEST(Forward, BatchRowsAgree) {
 
 // The CPU backend lays INT8 (W8A16) weights out as StreamTuning::i8_rows4 says when it writes
 // them (kernels/cpu/kernels.hpp): interleaved in fours where the GEMV reads that layout, else
-// row-major. Either way its matmul of 1, 3 and 9 activation rows (the decode's GEMV and the
-// GEMM beyond) agrees with an fp64 product of the written values; the setting then returns to
-// the vendor's default.
+// row-major. Either way its matmul of 1, 3 and 9 activation rows (the decode's GEMV) and of 40
+// (the GEMM, on every ISA) agrees with an fp64 product of the written values; the setting then
+// returns to the vendor's default.
 TEST(Forward, Int8LayoutFollowsStreamTuning) {
   auto backend = make_cpu_backend(BackendOptions{});
   constexpr int64_t kOut = 12, kIn = 192;
@@ -205,7 +205,7 @@ TEST(Forward, Int8LayoutFollowsStreamTuning) {
     f.interleaved = !w.interleaved;
     backend->fill_weight(f, 5, 0.02f);
     EXPECT_EQ(f.interleaved, w.interleaved) << "rows4 " << rows4;
-    for (const int64_t m : {1, 3, 9}) {
+    for (const int64_t m : {1, 3, 9, 40}) {
       std::vector<float> x(size_t(m * kIn)), y(size_t(m * kOut), std::nanf(""));
       for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i)) * 0.5f;
       backend->matmul(w, x.data(), m, y.data());
