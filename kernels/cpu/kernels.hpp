@@ -239,6 +239,27 @@ struct SyncStats {
 };
 SyncStats take_sync_stats();
 
+// ---- the thread pool's time off its CPUs --------------------------------------------------------
+// How long the calling thread's OpenMP team (the threads its parallel regions run on: the calling
+// thread and its workers) were not running on a CPU since the last call from this thread,
+// wall-equivalent (summed over the team's threads, divided by their number): time taken by the
+// hypervisor (steal: a guest's CPU time excludes it where the kernel accounts steal time, as KVM
+// guests' do), by other processes, or asleep. Within a decode step the pool's threads busy-wait
+// between regions (OpenMP's default spin lasts milliseconds), so there it is time the machine took
+// from the step, unless OMP_WAIT_POLICY=passive puts them to sleep at every barrier. runq_ns: the
+// part spent runnable, waiting for a CPU behind other tasks of this kernel (its scheduler's run
+// delay). From /proc/self/task/<tid>/schedstat (the thread's run time and run delay, ns); not
+// available elsewhere, nor on the first call of a thread or after its team changed (the call that
+// finds the change starts counting anew).
+struct OffCpuStats {
+  bool available = false;
+  int threads = 0;       // the team's threads counted
+  double wall_ns = 0;    // since the last call
+  double offcpu_ns = 0;  // wall-equivalent
+  double runq_ns = 0;    // the part waiting for a CPU, wall-equivalent
+};
+OffCpuStats take_offcpu_stats();
+
 // ---- synthetic weights --------------------------------------------------------------------------
 // Deterministic, parallel, written in place: value(i) = amplitude * rng::uniform_pm1(key, i).
 void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude);

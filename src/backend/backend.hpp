@@ -269,10 +269,14 @@ class Backend {
   // The host thread pool's synchronisation since the last call, in wall-equivalent ms (thread
   // time divided by the threads): parallel regions' late starts (fork) and threads' idle time at
   // their barriers after their share (wait). Backends without a host thread pool: unavailable.
+  // offcpu_ms: how long the pool's threads were not running on a CPU since the last call
+  // (wall-equivalent; the hypervisor's steal, other processes, sleep), runq_ms the part of it
+  // waiting for a CPU behind other tasks; -1 where not measured (kernels.hpp: OffCpuStats).
   struct SyncTime {
     bool available = false;
     int64_t regions = 0;
     double fork_ms = 0, wait_ms = 0;
+    double offcpu_ms = -1, runq_ms = -1;
   };
   virtual SyncTime take_sync_time() { return {}; }
 

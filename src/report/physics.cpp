@@ -122,15 +122,36 @@ void check_step_shift(RunReport& r) {
     if (least < 0 || dev < least) least = dev, split = k;
   }
   at = split;
+  // Whether the time the thread pool spent off its CPUs (steps[].offcpu_ms, the pure decode
+  // steps in decode_step_ms's order) explains the slower window: then the machine took the CPUs.
+  std::vector<double> off;
+  for (const StepRow& s : r.steps)
+    if (s.prefill_tokens == 0 && s.decode_tokens > 0) off.push_back(s.offcpu_ms);
+  std::string why =
+      "the machine's speed changed during the run (on a shared machine usually its memory "
+      "bandwidth)";
+  if (off.size() == d.size() && *std::min_element(off.begin(), off.end()) >= 0) {
+    const int lo = std::max(0, at - w), hi = std::min(n, at + w);  // the windows around it
+    const double off_before = percentiles({off.begin() + lo, off.begin() + at}).p50;
+    const double off_after = percentiles({off.begin() + at, off.begin() + hi}).p50;
+    const double slow_off = before > after ? off_before : off_after;
+    const double fast_off = before > after ? off_after : off_before;
+    if (slow_off - fast_off >= 0.5 * std::fabs(before - after))
+      why = "the machine took the CPUs from latprof's threads: a median " + fmt_ms(slow_off) +
+            " of each slower step off-CPU against " + fmt_ms(fast_off) +
+            " of each faster one (steps[].offcpu_ms: the hypervisor's steal or other processes)";
+    else
+      why += "; not the time off the CPUs, a median " + fmt_ms(slow_off) + " a slower step and " +
+             fmt_ms(fast_off) + " a faster one";
+  }
   r.checks.push_back(
       {"warning", "decode_step_ms",
        "the decode steps ran at two speeds: a median " + fmt_ms(before) + " for the " +
            std::to_string(w) + " steps before decode step " + std::to_string(at + 1) + " and " +
            fmt_ms(after) + " for the " + std::to_string(w) + " from it (" + x_of(best) +
-           "), more than their context's growth explains: the machine's speed changed during the "
-           "run (on a shared machine usually its memory bandwidth), so TPOT, MBU and the other "
-           "figures that average the steps mix the two; rerun, or compare runs that ran at one "
-           "speed"});
+           "), more than their context's growth explains: " + why +
+           ", so TPOT, MBU and the other figures that average the steps mix the two; rerun, or "
+           "compare runs that ran at one speed"});
 }
 
 // MBU above 100% (`who` prefixes the message: a row's name, or nothing for the run's metric): an

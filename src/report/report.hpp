@@ -65,6 +65,10 @@ struct Metrics {
   double decode_sync_fork_ms = -1;   // the part of it that is late starts
   double decode_parallel_regions = -1;
   double decode_sync_share = -1;  // of the step's forward pass
+  double decode_offcpu_ms = -1;   // CPU: mean time per pure decode step the pool was off-CPU
+  double decode_offcpu_max_ms = -1;
+  double decode_offcpu_share = -1;  // of the pure decode steps' time
+  double decode_runq_ms = -1;       // the part of decode_offcpu_ms waiting for a CPU
 };
 
 struct Check {
@@ -90,6 +94,8 @@ struct StepRow {
   double sync_ms = -1;          // CPU thread pool: late starts + barrier waits (-1: no pool)
   double sync_fork_ms = -1;     // the late starts alone
   int64_t parallel_regions = -1;
+  double offcpu_ms = -1;  // CPU thread pool: its threads' time off their CPUs (-1: not measured)
+  double runq_ms = -1;    // the part of it waiting for a CPU behind other tasks
 };
 
 struct RunInfo {

@@ -186,6 +186,18 @@ void describe(V& v, S& s) {
   v("parallel_regions", s.parallel_regions,
     {"count", "parallel regions (fork/join) of the step's kernels; -1: no host thread pool",
      kOptional});
+  v("offcpu_ms", s.offcpu_ms,
+    {"ms",
+     "CPU thread pool, over forward_ms and sample_ms: how long its threads were not running on a "
+     "CPU, per thread (wall-equivalent): taken by the hypervisor (steal), by other processes, or "
+     "asleep; their run time from /proc/self/task/*/schedstat, which excludes steal; -1: not "
+     "measured (CUDA, or not Linux)",
+     kOptional});
+  v("runq_ms", s.runq_ms,
+    {"ms",
+     "the part of offcpu_ms its threads were runnable but waiting for a CPU behind other tasks "
+     "of this machine's kernel (run delay), per thread (wall-equivalent); -1: not measured",
+     kOptional});
 }
 
 // ---- the report -------------------------------------------------------------------------------
@@ -365,6 +377,23 @@ void describe(V& v, R& r) {
       {"count", "median parallel regions per pure decode step; -1: none measured", kOptional});
     w("decode_sync_share", m.decode_sync_share,
       {"1", "median of sync_ms / forward_ms over the pure decode steps; -1: none measured",
+       kOptional});
+    w("decode_offcpu_ms", m.decode_offcpu_ms,
+      {"ms",
+       "mean over the pure decode steps of steps[].offcpu_ms: the time per decode step the "
+       "machine took from the CPU thread pool (compare tpot_ms); -1: none measured",
+       kOptional});
+    w("decode_offcpu_max_ms", m.decode_offcpu_max_ms,
+      {"ms", "the largest steps[].offcpu_ms of a pure decode step; -1: none measured", kOptional});
+    w("decode_offcpu_share", m.decode_offcpu_share,
+      {"1",
+       "sum of steps[].offcpu_ms / sum of steps[].time_ms over the pure decode steps; -1: none "
+       "measured",
+       kOptional});
+    w("decode_runq_ms", m.decode_runq_ms,
+      {"ms",
+       "mean over the pure decode steps of steps[].runq_ms: the part of decode_offcpu_ms spent "
+       "waiting for a CPU behind other tasks; -1: none measured",
        kOptional});
   });
   v("stages", r.stages, {"", "the stage table, in request order"});

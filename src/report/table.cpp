@@ -258,6 +258,11 @@ std::string format_run_table(const RunReport& r) {
       }
       o << "\n";
     }
+    if (m.decode_offcpu_ms >= 0)
+      o << "off-CPU: the thread pool's threads were not running " << fmt_ms(m.decode_offcpu_ms)
+        << " per decode step (" << fmt_pct(m.decode_offcpu_share) << " of the decode steps; "
+        << fmt_ms(m.decode_offcpu_max_ms) << " in the worst step), " << fmt_ms(m.decode_runq_ms)
+        << " of it waiting behind other processes, the rest taken by the hypervisor or asleep\n";
     o << "\n";
     for (const auto& v : verdict_lines(r)) o << v << "\n";
   }

@@ -251,6 +251,11 @@ nlohmann::json trace_json(const RunReport& r) {
                 {"sample_ms", st.sample_ms},
                 {"mfu", st.mfu},
                 {"mbu", st.mbu}};
+      if (st.sync_ms >= 0) s.args["sync_ms"] = st.sync_ms;
+      if (st.offcpu_ms >= 0) {  // the time the machine took from the step's threads
+        s.args["offcpu_ms"] = st.offcpu_ms;
+        s.args["runq_ms"] = st.runq_ms;
+      }
       ev.push_back(complete(s, kRequestPid, steps_tid));
     }
     if (load) step_counters(r, kRequestPid, ev);

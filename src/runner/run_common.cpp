@@ -137,6 +137,35 @@ void fill_sync_metrics(RunReport& r) {
   mt.decode_sync_fork_ms = percentiles(fork).p50;
   mt.decode_parallel_regions = percentiles(regions).p50;
   mt.decode_sync_share = share.empty() ? 0 : percentiles(share).p50;
+  // Off-CPU time: a mean, not a median (it comes in bursts: a step or two that lost half its
+  // time), so that it adds up against tpot_ms.
+  double off = 0, runq = 0, worst = 0, time = 0;
+  int64_t n = 0;
+  for (const StepRow& s : r.steps)
+    if (s.prefill_tokens == 0 && s.decode_tokens > 0 && s.offcpu_ms >= 0) {
+      off += s.offcpu_ms;
+      runq += std::max(0.0, s.runq_ms);
+      worst = std::max(worst, s.offcpu_ms);
+      time += s.time_ms;
+      ++n;
+    }
+  if (n == 0) return;
+  mt.decode_offcpu_ms = off / double(n);
+  mt.decode_offcpu_max_ms = worst;
+  mt.decode_offcpu_share = time > 0 ? off / time : 0;
+  mt.decode_runq_ms = runq / double(n);
+  // A step that lost its CPUs for a while is as slow as the machine made it, not the engine.
+  constexpr double kOffCpuWarnShare = 0.05;
+  if (mt.decode_offcpu_share >= kOffCpuWarnShare)
+    r.checks.push_back(
+        {"warning", "metrics.decode_offcpu_ms",
+         "the machine took " + fmt_pct(mt.decode_offcpu_share) +
+             " of the decode steps' time from latprof's threads (" + fmt_ms(mt.decode_offcpu_ms) +
+             " per step on average, " + fmt_ms(mt.decode_offcpu_max_ms) + " in the worst; " +
+             fmt_ms(mt.decode_runq_ms) +
+             " of it waiting behind other processes, the rest taken by the hypervisor (steal) or "
+             "asleep): tpot_ms, mbu and the ITL tail include it; steps[].offcpu_ms says which "
+             "steps lost it"});
 }
 
 void settle_read_bandwidth(RunReport& r) {
@@ -194,6 +223,8 @@ StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_
     row.sync_ms = sync.fork_ms + sync.wait_ms;
     row.sync_fork_ms = sync.fork_ms;
     row.parallel_regions = sync.regions;
+    row.offcpu_ms = sync.offcpu_ms;
+    row.runq_ms = sync.runq_ms;
   } else {
     row.sync_ms = -1;
     row.parallel_regions = -1;

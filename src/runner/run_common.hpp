@@ -37,7 +37,8 @@ void derive_stage(Row& row, const OpCosts& ops, const Ceilings& c, const Precisi
 
 // A step's row of the report: the engine's record, its place on the run's clock (begin_ms to the
 // record's end), its backend times and its cost-model work.
-// The thread pool's share of the pure decode steps (metrics.decode_sync_*), from r.steps.
+// The thread pool's share of the pure decode steps (metrics.decode_sync_*) and its time off the
+// CPUs (metrics.decode_offcpu_*, with a warning where the machine took much of it), from r.steps.
 void fill_sync_metrics(RunReport& r);
 StepRow step_row(const engine::StepRecord& rec, double begin_ms, double forward_ms,
                  double sample_ms, const Backend::SyncTime& sync, const Cost& work,

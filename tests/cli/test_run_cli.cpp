@@ -99,6 +99,19 @@ TEST(RunCli, ThreadPoolSynchronisationIsMeasuredPerStep) {
     EXPECT_GE(s["sync_fork_ms"].get<double>(), 0) << s.dump();
     EXPECT_LE(s["sync_fork_ms"].get<double>(), s["sync_ms"].get<double>()) << s.dump();
   }
+  // The pool's time off its CPUs (Linux): per step, within the step's time, the run-queue wait
+  // part of it; over the decode steps a mean, a worst step and a share of their time.
+  for (const auto& s : j["steps"]) {
+    EXPECT_GE(s["offcpu_ms"].get<double>(), 0) << s.dump();
+    EXPECT_LE(s["offcpu_ms"].get<double>(), s["time_ms"].get<double>()) << s.dump();
+    EXPECT_GE(s["runq_ms"].get<double>(), 0) << s.dump();
+    EXPECT_LE(s["runq_ms"].get<double>(), s["offcpu_ms"].get<double>()) << s.dump();
+  }
+  EXPECT_GE(m["decode_offcpu_ms"].get<double>(), 0);
+  EXPECT_GE(m["decode_offcpu_max_ms"].get<double>(), m["decode_offcpu_ms"].get<double>());
+  EXPECT_GE(m["decode_offcpu_share"].get<double>(), 0);
+  EXPECT_LE(m["decode_offcpu_share"].get<double>(), 1);
+  EXPECT_LE(m["decode_runq_ms"].get<double>(), m["decode_offcpu_ms"].get<double>());
   if (std::thread::hardware_concurrency() >= 2)
     for (const char* k : {"core_to_core_ns_before", "core_to_core_ns_after"}) {
       ASSERT_TRUE(j["ceilings"]["info"].contains(k)) << k;

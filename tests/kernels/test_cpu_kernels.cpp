@@ -561,6 +561,52 @@ TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
   EXPECT_EQ(again.wait_ns, 0);
 }
 
+// The team's time off its CPUs: threads asleep are off them for as long as they sleep, threads
+// spinning are not but for what the machine takes meanwhile: other processes (another test, run
+// alongside: the run-queue wait, runq_ns, says how much) or the hypervisor (up to three tries, one
+// of which must lose little besides the run-queue wait); the first call of a thread, or of a
+// changed team, starts the count.
+TEST(OffCpu, CountsTheTeamsTimeNotRunning) {
+  const int saved = omp_get_max_threads();
+  for (int n : {1, std::min(2, std::max(1, int(std::thread::hardware_concurrency())))}) {
+    SCOPED_TRACE("threads " + std::to_string(n));
+    omp_set_num_threads(n);
+    EXPECT_FALSE(take_offcpu_stats().available);  // a new team: counting starts here
+    const OffCpuStats first = take_offcpu_stats();
+    ASSERT_TRUE(first.available);
+    EXPECT_EQ(first.threads, n);
+    EXPECT_GE(first.offcpu_ns, 0);
+    EXPECT_LE(first.offcpu_ns, first.wall_ns);
+    take_offcpu_stats();
+    constexpr double kMs = 1e6;
+#pragma omp parallel num_threads(n)
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    const OffCpuStats slept = take_offcpu_stats();
+    ASSERT_TRUE(slept.available);
+    EXPECT_GE(slept.offcpu_ns, 75 * kMs);
+    EXPECT_LE(slept.offcpu_ns, slept.wall_ns);
+    EXPECT_GE(slept.runq_ns, 0);
+    EXPECT_LE(slept.runq_ns, slept.offcpu_ns);
+    double least = 1e300;
+    for (int attempt = 0; attempt < 3 && least >= 20 * kMs; ++attempt) {
+      take_offcpu_stats();
+#pragma omp parallel num_threads(n)
+      {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(80)) {
+        }
+      }
+      const OffCpuStats spun = take_offcpu_stats();
+      ASSERT_TRUE(spun.available);
+      EXPECT_GE(spun.wall_ns, 80 * kMs);
+      EXPECT_LE(spun.runq_ns, spun.offcpu_ns);
+      least = std::min(least, spun.offcpu_ns - spun.runq_ns);
+    }
+    EXPECT_LT(least, 20 * kMs);
+  }
+  omp_set_num_threads(saved);
+}
+
 // matmul_group (q, k, v; gate, up) computes each product exactly as matmul does, bit for bit, in
 // one parallel region (the GEMV with several chunks, the AVX-512 GEMM); weights of another n_in
 // are applied one by one, still exactly.

@@ -374,6 +374,47 @@ TEST(Physics, DecodeStepsAtTwoSpeedsAreAWarning) {
   EXPECT_TRUE(shift_checks(jump, true).empty());
 }
 
+// The same jump with the pool's time off its CPUs per step (steps[].offcpu_ms, the pure decode
+// steps in decode_step_ms's order): where the slower steps lost about the difference, the warning
+// says the machine took the CPUs; where they lost no more than the faster ones, it says that the
+// time off the CPUs does not explain them; without the figures (CUDA), neither.
+TEST(Physics, DecodeStepsAtTwoSpeedsSayWhetherTheCpusWereTaken) {
+  auto message = [](const std::vector<double>& steps, const std::vector<double>& off) {
+    RunReport r = report_for("llama-2-7b", cpu_ceilings(60e9, 233e9), 1.5);
+    r.decode_step_ms = steps;
+    r.steps.push_back(StepRow{});  // the prefill step: not one of decode_step_ms
+    r.steps.back().prefill_tokens = 500;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      StepRow s;
+      s.index = int64_t(i) + 1;
+      s.decode_tokens = 1;
+      s.time_ms = steps[i];
+      s.offcpu_ms = off.empty() ? -1 : off[i];
+      r.steps.push_back(s);
+    }
+    add_physics_checks(r);
+    for (const auto& k : r.checks)
+      if (k.subject == "decode_step_ms") return k.message;
+    return std::string();
+  };
+  std::vector<double> steps, taken, kept;
+  for (int i = 0; i < 40; ++i) {
+    const bool slow = i >= 20 && i < 30;
+    steps.push_back(slow ? 70.0 : 36.0);
+    taken.push_back(slow ? 33.0 : 0.5);  // the slower steps lost about the difference
+    kept.push_back(0.5);
+  }
+  const std::string t = message(steps, taken);
+  EXPECT_NE(t.find("the machine took the CPUs"), std::string::npos) << t;
+  EXPECT_NE(t.find("33.00 ms"), std::string::npos) << t;
+  const std::string k = message(steps, kept);
+  EXPECT_NE(k.find("memory bandwidth"), std::string::npos) << k;
+  EXPECT_NE(k.find("not the time off the CPUs"), std::string::npos) << k;
+  const std::string none = message(steps, {});
+  EXPECT_NE(none.find("memory bandwidth"), std::string::npos) << none;
+  EXPECT_EQ(none.find("off the CPUs"), std::string::npos) << none;
+}
+
 TEST(Physics, CacheResidentWorkingSetSaysTheMemoryRoofDoesNotApply) {
   Ceilings c = to_ceilings(find_hardware("a100-80gb-sxm"));  // 40 MiB L2 > tiny's 250 KB
   RunReport r = report_for("tiny", c, 0.5);

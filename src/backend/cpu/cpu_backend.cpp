@@ -167,6 +167,10 @@ class CpuBackend final : public Backend {
     t.regions = s.regions;
     t.fork_ms = s.fork_ns * 1e-6;  // already wall-equivalent (per region, over its team)
     t.wait_ms = s.wait_ns * 1e-6;
+    if (const cpu::OffCpuStats o = cpu::take_offcpu_stats(); o.available) {
+      t.offcpu_ms = o.offcpu_ns * 1e-6;
+      t.runq_ms = o.runq_ns * 1e-6;
+    }
     return t;
   }
   void matmul(const DeviceWeight& w, const void* x, int64_t rows, void* y) override {
