@@ -69,6 +69,14 @@ Metrics::Metrics() : reg_(std::make_shared<prometheus::Registry>()) {
       &counter("generation_tokens_total", "Tokens generated (all requests)")->Add({});
   preemptions = &counter("num_preemptions_total", "Requests preempted for KV blocks")->Add({});
   steps = &counter("engine_steps_total", "Engine steps run")->Add({});
+  offcpu = &counter("engine_offcpu_seconds_total",
+                    "Time the engine's CPU thread pool was not running on a CPU during its steps "
+                    "(hypervisor steal, other processes), per thread")
+                ->Add({});
+  runq = &counter("engine_runq_seconds_total",
+                  "The part of engine_offcpu_seconds_total spent waiting for a CPU behind other "
+                  "tasks (run delay), per thread")
+              ->Add({});
   prefix_cache_queries =
       &counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache")
            ->Add({});

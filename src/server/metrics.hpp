@@ -22,6 +22,7 @@ class Metrics {
       *tokenize, *detokenize, *serialize, *connection_wait, *prompt_tokens_hist,
       *generation_tokens_hist, *iteration_tokens;
   prometheus::Gauge *running, *waiting, *kv_usage;
+  prometheus::Counter *offcpu, *runq;  // the engine's thread pool off its CPUs during steps
   prometheus::Counter *prompt_tokens, *generation_tokens, *preemptions, *steps,
       *prefix_cache_queries, *prefix_cache_hits;
 

@@ -241,9 +241,18 @@ struct Server::Impl {
                    {"running", rec.running},
                    {"schedule_ms", rec.schedule_ms},
                    {"execute_ms", rec.execute_ms}};
+      if (exec->last_offcpu_ms() >= 0) {
+        e["args"]["offcpu_ms"] = exec->last_offcpu_ms();
+        e["args"]["runq_ms"] = exec->last_runq_ms();
+      }
       trace_event(std::move(e));
     }
     metrics.steps->Increment();
+    // (on the engine's thread, right after the executor ran the step: its figures are this step's)
+    if (exec->last_offcpu_ms() >= 0) {
+      metrics.offcpu->Increment(exec->last_offcpu_ms() * 1e-3);
+      metrics.runq->Increment(std::max(0.0, exec->last_runq_ms()) * 1e-3);
+    }
     metrics.iteration_tokens->Observe(double(rec.prefill_tokens + rec.decode_tokens));
     if (rec.preempted > 0) metrics.preemptions->Increment(double(rec.preempted));
     std::lock_guard<std::mutex> lk(lives_mu);

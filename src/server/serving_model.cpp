@@ -168,6 +168,8 @@ std::vector<int32_t> ServingExecutor::execute(const engine::StepBatch& b) {
   be.reset_events();
   std::vector<int32_t> out = runner_->execute(b);
   last_forward_ms_ = runner_->last().forward_ms;
+  last_offcpu_ms_ = runner_->last().sync.offcpu_ms;
+  last_runq_ms_ = runner_->last().sync.runq_ms;
   std::lock_guard<std::mutex> lk(mu_);
   if (sampling_.empty()) return out;
   const int64_t V = m_.config().vocab_size;

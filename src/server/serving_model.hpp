@@ -97,6 +97,10 @@ class ServingExecutor : public engine::Executor {
   void erase_sampling(int64_t id);
   // Backend-clock forward and sampling time of the last step.
   double last_forward_ms() const { return last_forward_ms_; }
+  // The last step's thread pool: its time off the CPUs and the run-queue part of it (ms,
+  // wall-equivalent; -1: not measured: Backend::SyncTime).
+  double last_offcpu_ms() const { return last_offcpu_ms_; }
+  double last_runq_ms() const { return last_runq_ms_; }
 
  private:
   ServingModel& m_;
@@ -106,6 +110,7 @@ class ServingExecutor : public engine::Executor {
   std::map<int64_t, RequestSampling> sampling_;  // only requests with temperature > 0
   std::vector<float> row_;
   double last_forward_ms_ = 0;
+  double last_offcpu_ms_ = -1, last_runq_ms_ = -1;
 };
 
 }  // namespace latprof::server

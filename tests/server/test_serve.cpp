@@ -670,6 +670,11 @@ TEST(Serve, MetricsCountTheRequestsSent) {
   EXPECT_EQ(metric(m, "latprof:num_requests_running"), 0);
   EXPECT_EQ(metric(m, "latprof:num_requests_waiting"), 0);
   EXPECT_GE(metric(m, "latprof:engine_steps_total"), double(generated - (n + 1)));
+  // The engine's thread pool off its CPUs during the steps (Linux), the run-queue wait part of it.
+  const double off = metric(m, "latprof:engine_offcpu_seconds_total");
+  EXPECT_GE(off, 0);
+  EXPECT_GE(metric(m, "latprof:engine_runq_seconds_total"), 0);
+  EXPECT_LE(metric(m, "latprof:engine_runq_seconds_total"), off);
   EXPECT_GE(metric(m, "latprof:http_responses_total{status=\"200\"}"), n + 1);
   // Every sample line is "name{labels} number" with a latprof: name.
   std::istringstream in(m);
@@ -721,7 +726,11 @@ TEST(Serve, JsonlLinesAndTraceAtExit) {
   int steps = 0;
   for (const json& e : t["traceEvents"]) {
     names.insert(e["name"].get<std::string>());
-    if (e["name"] == "step") ++steps;
+    if (e["name"] != "step") continue;
+    ++steps;
+    // On the CPU each step says how long its thread pool was off the CPUs.
+    EXPECT_GE(e["args"]["offcpu_ms"].get<double>(), 0) << e.dump();
+    EXPECT_LE(e["args"]["runq_ms"].get<double>(), e["args"]["offcpu_ms"].get<double>()) << e.dump();
   }
   for (const char* n : {"gateway", "tokenize", "queue", "prefill", "decode", "serialize", "write"})
     EXPECT_TRUE(names.count(n)) << n;
