@@ -693,6 +693,10 @@ MetricsSample parse_prometheus(const std::string& text) {
         break;
       }
     }
+  for (const char* c :
+       {"engine_steps_total", "engine_offcpu_seconds_total", "engine_runq_seconds_total"})
+    if (const auto it = sums.find(std::string("latprof:") + c); it != sums.end())
+      m.engine[c] = it->second;
   m.running = pick(kRunning);
   m.waiting = pick(kWaiting);
   m.kv_cache_usage = pick(kKv);

@@ -91,6 +91,9 @@ struct MetricsSample {
   // The latency histograms of SERVING.md's list (vLLM's names, with the prefix vllm:, latprof:
   // or sglang:), by name without the prefix: their _sum (seconds) and _count so far.
   std::map<std::string, std::pair<double, double>> histograms;
+  // latprof serve's engine counters so far: engine_steps_total, engine_offcpu_seconds_total,
+  // engine_runq_seconds_total (by name without the prefix; absent where the server has none).
+  std::map<std::string, double> engine;
 };
 // The gauges of a Prometheus text exposition.
 MetricsSample parse_prometheus(const std::string& text);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -236,9 +237,29 @@ nlohmann::json metrics_json(const RunResult& r, const std::string& url) {
       const double n = last.second - it->second.second, sum = last.first - it->second.first;
       if (n > 0) hist[name] = {{"count", n}, {"mean_ms", sum / n * 1e3}};
     }
+  // latprof serve's engine over the run: its steps, and the time its CPU thread pool was off the
+  // CPUs during them (the machine's: steal, other processes), per step.
+  nlohmann::json engine;
+  if (r.metrics.size() >= 2) {
+    const auto& a = r.metrics.front().engine;
+    const auto& b = r.metrics.back().engine;
+    auto delta = [&](const char* k) -> std::optional<double> {
+      const auto i = a.find(k), j = b.find(k);
+      if (i == a.end() || j == b.end()) return std::nullopt;
+      return j->second - i->second;
+    };
+    const auto steps = delta("engine_steps_total");
+    const auto off = delta("engine_offcpu_seconds_total");
+    const auto runq = delta("engine_runq_seconds_total");
+    if (steps && off && runq && *steps > 0)
+      engine = {{"steps", *steps},
+                {"offcpu_ms_per_step", *off * 1e3 / *steps},
+                {"runq_ms_per_step", *runq * 1e3 / *steps}};
+  }
   return {{"url", url},
           {"error", r.metrics_error.empty() ? nlohmann::json() : nlohmann::json(r.metrics_error)},
           {"histograms", std::move(hist)},
+          {"engine", std::move(engine)},
           {"running_max", opt(run_max)},
           {"waiting_max", opt(wait_max)},
           {"kv_cache_usage_max", opt(kv_max)},
@@ -330,6 +351,11 @@ std::string point_text(const std::string& title, const nlohmann::json& pj) {
     o << "  server (/metrics, " << m["samples"].size() << " scrapes): at most "
       << show(m["running_max"]) << " running, " << show(m["waiting_max"])
       << " waiting, KV cache use up to " << show(m["kv_cache_usage_max"]) << "\n";
+    if (const auto& e = m["engine"]; e.is_object())
+      o << "  server engine: " << fmt_fixed(e["steps"].get<double>(), 0)
+        << " steps, its thread pool off the CPUs " << fmt_ms(e["offcpu_ms_per_step"].get<double>())
+        << " a step (" << fmt_ms(e["runq_ms_per_step"].get<double>())
+        << " of it waiting behind other processes)\n";
   }
   if (const auto& p = s["physics"]; p.is_object() && !p["e2e_over_floor"].is_null())
     o << "  physics (" << p["cost_model"].get<std::string>() << " on " << p["hw"].get<std::string>()

@@ -151,6 +151,7 @@ TEST(LoadCli, JsonAndCsvReportsAgainstTheStub) {
   ASSERT_TRUE(h.is_object()) << j["server_metrics"];
   EXPECT_EQ(h["count"], 12.0);
   EXPECT_NEAR(h["mean_ms"].get<double>(), 20.0, 3.0);
+  EXPECT_TRUE(j["server_metrics"]["engine"].is_null());  // the stub is not latprof serve
   const std::string c = cli_test::slurp(csv);
   EXPECT_EQ(lines(c), 13);
   EXPECT_EQ(c.rfind("point,id,intended_ms", 0), 0u) << c.substr(0, 80);

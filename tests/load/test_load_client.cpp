@@ -279,6 +279,14 @@ TEST(Metrics, PrometheusGaugesByTheNamesServersGive) {
   ASSERT_EQ(v.histograms.count("e2e_request_latency_seconds"), 1u);
   EXPECT_EQ(v.histograms.at("e2e_request_latency_seconds").first, 6.5);
   EXPECT_EQ(v.histograms.at("e2e_request_latency_seconds").second, 12.0);
+  EXPECT_TRUE(v.engine.empty());  // not latprof serve
+  const MetricsSample e = parse_prometheus(
+      "latprof:engine_steps_total 40\nlatprof:engine_offcpu_seconds_total 0.25\n"
+      "latprof:engine_runq_seconds_total 0.01\nvllm:engine_steps_total 7\n");
+  ASSERT_EQ(e.engine.size(), 3u);
+  EXPECT_EQ(e.engine.at("engine_steps_total"), 40.0);
+  EXPECT_EQ(e.engine.at("engine_offcpu_seconds_total"), 0.25);
+  EXPECT_EQ(e.engine.at("engine_runq_seconds_total"), 0.01);
   const MetricsSample l =
       parse_prometheus("llamacpp:requests_processing 1\nllamacpp:requests_deferred 4\n");
   EXPECT_EQ(l.running, 1.0);

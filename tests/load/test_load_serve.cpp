@@ -118,6 +118,14 @@ TEST(LoadServe, ChainFromLatprofServeAndTheNetworkThroughAProxy) {
   EXPECT_TRUE(direct["server_metrics"]["error"].is_null()) << direct["server_metrics"]["error"];
   ASSERT_GE(direct["server_metrics"]["samples"].size(), 1u);
   EXPECT_TRUE(direct["server_metrics"]["samples"][0]["running"].is_number());
+  // latprof serve's engine over the run (first scrape to the last): the steps of 16 requests of 8
+  // tokens, its thread pool's time off the CPUs per step, the run-queue part of it.
+  const json& eng = direct["server_metrics"]["engine"];
+  ASSERT_TRUE(eng.is_object()) << direct["server_metrics"];
+  EXPECT_GE(eng["steps"].get<double>(), 8.0);
+  EXPECT_GE(eng["offcpu_ms_per_step"].get<double>(), 0.0);
+  EXPECT_GE(eng["runq_ms_per_step"].get<double>(), 0.0);
+  EXPECT_LE(eng["runq_ms_per_step"].get<double>(), eng["offcpu_ms_per_step"].get<double>());
 
   // On loopback the network part is well under a millisecond: 40 ms here is Nagle's algorithm
   // on the server's socket waiting for the client's delayed ACK (a server that streams small
