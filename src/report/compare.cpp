@@ -384,6 +384,25 @@ void add_config_warnings(const std::vector<RunReport>& r, const std::vector<std:
       2.0, "ns", 1.0,
       "the thread pool's synchronisation cost differs between them (on a VM the host placed the "
       "vCPUs differently)");
+  // The time the machine took from each run's decode steps (the hypervisor's steal, other
+  // processes): where one lost a noticeable share, its TPOT holds time that is not the engine's.
+  constexpr double kOffCpuShare = 0.05;
+  bool measured = true, noticeable = false;
+  for (const auto& x : r) {
+    measured = measured && x.metrics.decode_offcpu_share >= 0;
+    noticeable = noticeable || x.metrics.decode_offcpu_share >= kOffCpuShare;
+  }
+  if (measured && noticeable) {
+    std::string s =
+        "the machine took time from the runs' decode steps (steal, other processes; "
+        "metrics.decode_offcpu_ms): ";
+    for (size_t i = 0; i < r.size(); ++i)
+      s += (i ? ", " : "") + fmt_ms(r[i].metrics.decode_offcpu_ms) + " a step, " +
+           fmt_pct(r[i].metrics.decode_offcpu_share) + " (" + labels[i] + ")";
+    w.push_back(s +
+                "; TPOT and MBU include it, so time differences are not from the precision "
+                "alone; compare the median steps (ITL p50), or rerun them on a quieter machine");
+  }
   for (size_t i = 0; i < r.size(); ++i) {
     for (const auto& ch : r[i].checks)
       if (ch.subject == "decode_step_ms") {

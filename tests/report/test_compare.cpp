@@ -159,6 +159,34 @@ TEST(Compare, DifferentModelsAndMachinesWarn) {
   EXPECT_NE(compare_text(c).find("warning: the reports differ in model"), std::string::npos);
 }
 
+// A run whose decode steps lost a noticeable share of their time off the CPUs makes the comparison
+// say so, with each run's figures; below 5% in every report, or unmeasured in one, nothing.
+TEST(Compare, TimeTheMachineTookFromARunWarns) {
+  RunReport a = make_report(with_dtype("fp16")), b = make_report(with_dtype("int8"));
+  a.metrics.decode_offcpu_ms = 0.4;
+  a.metrics.decode_offcpu_share = 0.006;
+  b.metrics.decode_offcpu_ms = 3.03;
+  b.metrics.decode_offcpu_share = 0.08;
+  auto warnings = [](const RunReport& x, const RunReport& y) {
+    std::string all;
+    for (const auto& w : compare_reports({x, y}, {{"fp16.json", "int8.json"}}).warnings)
+      all += w + "\n";
+    return all;
+  };
+  const std::string all = warnings(a, b);
+  EXPECT_NE(all.find("the machine took time from the runs' decode steps"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("400.0 us a step, 0.6% (fp16.json), 3.03 ms a step, 8.0% (int8.json)"),
+            std::string::npos)
+      << all;
+  RunReport quiet = b;
+  quiet.metrics.decode_offcpu_share = 0.03;
+  EXPECT_EQ(warnings(a, quiet).find("the machine took"), std::string::npos);
+  RunReport unmeasured = a;  // e.g. a CUDA run
+  unmeasured.metrics.decode_offcpu_ms = unmeasured.metrics.decode_offcpu_share = -1;
+  EXPECT_EQ(warnings(unmeasured, b).find("the machine took"), std::string::npos);
+}
+
 // Runs that met the machine in different states (a VM's memory bandwidth and the distance between
 // its vCPUs change from one minute to the next) are not comparable as they are: said once each;
 // within 20% and 2x, or unmeasured in one report, nothing.
