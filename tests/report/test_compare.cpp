@@ -159,6 +159,14 @@ TEST(Compare, DifferentModelsAndMachinesWarn) {
   EXPECT_NE(compare_text(c).find("warning: the reports differ in model"), std::string::npos);
 }
 
+// The warnings of comparing x (fp16.json) and y (int8.json), a line each.
+std::string warnings(const RunReport& x, const RunReport& y) {
+  std::string all;
+  for (const auto& w : compare_reports({x, y}, {{"fp16.json", "int8.json"}}).warnings)
+    all += w + "\n";
+  return all;
+}
+
 // A run whose decode steps lost a noticeable share of their time off the CPUs makes the comparison
 // say so, with each run's figures; below 5% in every report, or unmeasured in one, nothing.
 TEST(Compare, TimeTheMachineTookFromARunWarns) {
@@ -167,12 +175,6 @@ TEST(Compare, TimeTheMachineTookFromARunWarns) {
   a.metrics.decode_offcpu_share = 0.006;
   b.metrics.decode_offcpu_ms = 3.03;
   b.metrics.decode_offcpu_share = 0.08;
-  auto warnings = [](const RunReport& x, const RunReport& y) {
-    std::string all;
-    for (const auto& w : compare_reports({x, y}, {{"fp16.json", "int8.json"}}).warnings)
-      all += w + "\n";
-    return all;
-  };
   const std::string all = warnings(a, b);
   EXPECT_NE(all.find("the machine took time from the runs' decode steps"), std::string::npos)
       << all;
@@ -197,12 +199,6 @@ TEST(Compare, RunsInDifferentMachineStatesWarn) {
   a.ceilings_info = {{"core_to_core_ns_before", 31.0}};
   b.ceilings_info = {{"core_to_core_ns_before", 158.4}};
   b.checks.push_back({"warning", "decode_step_ms", "the decode steps ran at two speeds"});
-  auto warnings = [](const RunReport& x, const RunReport& y) {
-    std::string all;
-    for (const auto& w : compare_reports({x, y}, {{"fp16.json", "int8.json"}}).warnings)
-      all += w + "\n";
-    return all;
-  };
   const std::string all = warnings(a, b);
   EXPECT_NE(all.find("different memory bandwidths (each the mean of the reads around it): 37.2 "
                      "GB/s (fp16.json), 63.4 GB/s (int8.json)"),
