@@ -99,10 +99,14 @@ std::string stage_bar(const RunReport& r) {
 
 // Per-token decode latency (ms) against the decode step. The y axis starts at 0 (or below the
 // smallest value) and ends at the first tick at or above the largest, so every point is inside
-// the plot area; a value that is not a number is left out of the line and the points.
+// the plot area; a value that is not a number is left out of the line and the points. Where the
+// steps measured their thread pool's time off the CPUs and some lost any, each step's is a bar
+// from 0 on the same axis (class "offcpu").
 std::string decode_chart(const RunReport& r) {
   const std::vector<double>& v = r.decode_step_ms;
   if (v.empty()) return "<p class=\"empty\">No decode steps (one output token).</p>";
+  std::vector<double> off = decode_step_offcpu_ms(r);
+  if (std::none_of(off.begin(), off.end(), [](double x) { return x > 0; })) off.clear();
   const double W = 900, H = 320, L = 70, R = 20, T = 15, B = 45;
   const double pw = W - L - R, ph = H - T - B;
   double lo = 0, hi = 0;
@@ -113,6 +117,7 @@ std::string decode_chart(const RunReport& r) {
       hi = std::max(hi, x);
       ++shown;
     }
+  for (double x : off) hi = std::max(hi, x);
   const Axis ya = nice_axis(lo, hi, 5);
   const double n = double(v.size());
   auto px = [&](size_t i) { return L + (n > 1 ? double(i) / (n - 1) : 0.5) * pw; };
@@ -144,6 +149,19 @@ std::string decode_chart(const RunReport& r) {
          "\" text-anchor=\"middle\">decode step (generated token)</text>";
   svg += "<text class=\"label\" transform=\"rotate(-90)\" x=\"" + f2(-(T + ph / 2)) +
          "\" y=\"16\" text-anchor=\"middle\">forward time per token (ms)</text>";
+  if (!off.empty()) {
+    const double bw = std::max(1.0, std::min(8.0, 0.6 * pw / n));
+    for (size_t i = 0; i < off.size(); ++i) {
+      if (!(off[i] > 0)) continue;
+      svg += "<rect class=\"offcpu\" x=\"" + f2(px(i) - bw / 2) + "\" y=\"" + f2(py(off[i])) +
+             "\" width=\"" + f2(bw) + "\" height=\"" + f2(py(0) - py(off[i])) + "\" data-step=\"" +
+             std::to_string(i + 1) + "\"><title>step " + std::to_string(i + 1) + ": " +
+             fmt_ms(off[i]) + " off the CPUs</title></rect>";
+    }
+    svg += "<text class=\"label offcpu-key\" x=\"" + f2(L + pw) + "\" y=\"" + f2(T + 12) +
+           "\" text-anchor=\"end\">bars: the thread pool's time off its CPUs (steps[].offcpu_ms)"
+           "</text>";
+  }
   std::string pts;
   for (size_t i = 0; i < v.size(); ++i)
     if (std::isfinite(v[i])) pts += f2(px(i)) + "," + f2(py(v[i])) + " ";
@@ -551,7 +569,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
 th:first-child,td:first-child{text-align:left}table.ops td:nth-child(2),table.ops th:nth-child(2){text-align:left}
 svg.chart{width:100%;height:auto;font-size:12px}svg text{fill:#333}
-.grid{stroke:#eee}.axis{stroke:#888}.line{stroke:#4e79a7;stroke-width:2}.pt{fill:#4e79a7}.pt.hot{fill:#e15759}
+.grid{stroke:#eee}.axis{stroke:#888}.line{stroke:#4e79a7;stroke-width:2}.pt{fill:#4e79a7}.offcpu{fill:#f28e2b;opacity:.6}.pt.hot{fill:#e15759}
 #readout{color:#444;min-height:1.4em}.marker{stroke:#e15759;stroke-dasharray:4 3}.marker-label{fill:#e15759}.line.kv{stroke:#59a14f}.check-error{color:#b00}.check-warning{color:#a60}
 footer{color:#888;margin-top:28px;font-size:12px}
 )";

@@ -124,13 +124,11 @@ void check_step_shift(RunReport& r) {
   at = split;
   // Whether the time the thread pool spent off its CPUs (steps[].offcpu_ms, the pure decode
   // steps in decode_step_ms's order) explains the slower window: then the machine took the CPUs.
-  std::vector<double> off;
-  for (const StepRow& s : r.steps)
-    if (s.prefill_tokens == 0 && s.decode_tokens > 0) off.push_back(s.offcpu_ms);
+  const std::vector<double> off = decode_step_offcpu_ms(r);
   std::string why =
       "the machine's speed changed during the run (on a shared machine usually its memory "
       "bandwidth)";
-  if (off.size() == d.size() && *std::min_element(off.begin(), off.end()) >= 0) {
+  if (!off.empty()) {
     const int lo = std::max(0, at - w), hi = std::min(n, at + w);  // the windows around it
     const double off_before = percentiles({off.begin() + lo, off.begin() + at}).p50;
     const double off_after = percentiles({off.begin() + at, off.begin() + hi}).p50;

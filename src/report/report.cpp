@@ -251,6 +251,17 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
   return r;
 }
 
+std::vector<double> decode_step_offcpu_ms(const RunReport& r) {
+  std::vector<double> off;
+  for (const StepRow& s : r.steps)
+    if (s.prefill_tokens == 0 && s.decode_tokens > 0) {
+      if (s.offcpu_ms < 0) return {};
+      off.push_back(s.offcpu_ms);
+    }
+  if (off.size() != r.decode_step_ms.size()) return {};
+  return off;
+}
+
 Precision run_precision(const RunInfo& ri, const std::string& act_dtype) {
   return precision_from_flags(ri.dtype.empty() ? "fp16" : ri.dtype, kv_dtype_of(ri), act_dtype);
 }

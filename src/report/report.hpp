@@ -167,6 +167,9 @@ struct RunReport {
 inline std::string kv_dtype_of(const RunInfo& ri) {
   return ri.kv_dtype.empty() ? "fp16" : ri.kv_dtype;
 }
+// steps[].offcpu_ms of the pure decode steps, in decode_step_ms's order (one each); empty where a
+// step did not measure it (CUDA, reports from before the field) or the counts differ.
+std::vector<double> decode_step_offcpu_ms(const RunReport& r);
 // The precision a run was measured at: its weights and KV cache (kv_dtype_of), activations as
 // act_dtype (only activation-byte figures depend on it). UsageError for a dtype this build does
 // not know.

@@ -57,6 +57,38 @@ TEST(Html, SelfContained) {
   EXPECT_EQ(count(h, "class=\"pt\""), int(r.decode_step_ms.size()));
 }
 
+// Where the decode steps measured their thread pool's time off the CPUs and some lost any, each of
+// those steps has a bar on the decode chart (its step and time in its title), with a key; none
+// where no step lost any or the steps did not measure it (-1: CUDA, older reports).
+TEST(Html, OffCpuBarsMarkTheStepsThatLostTheirCpus) {
+  auto with_offcpu = [](double lost) {
+    RunReport r = report();
+    r.steps.clear();
+    StepRow prefill;
+    prefill.prefill_tokens = 8;
+    r.steps.push_back(prefill);
+    for (size_t i = 0; i < r.decode_step_ms.size(); ++i) {
+      StepRow s;
+      s.index = int64_t(i) + 1;
+      s.decode_tokens = 1;
+      s.offcpu_ms = i == 2 ? lost : (lost < 0 ? -1.0 : 0.0);
+      r.steps.push_back(s);
+    }
+    return report_html(r);
+  };
+  ASSERT_GE(report().decode_step_ms.size(), 3u);
+  const std::string h = with_offcpu(5.0);
+  EXPECT_EQ(count(h, "class=\"offcpu\""), 1);
+  EXPECT_NE(h.find("data-step=\"3\"><title>step 3: 5.00 ms off the CPUs</title>"),
+            std::string::npos);
+  EXPECT_EQ(count(h, "offcpu-key"), 1);
+  for (const double none : {0.0, -1.0}) {
+    const std::string n = with_offcpu(none);
+    EXPECT_EQ(count(n, "class=\"offcpu\""), 0) << none;
+    EXPECT_EQ(count(n, "offcpu-key"), 0) << none;
+  }
+}
+
 // What a person sees, read back from the page as the browser laid it out: a script appended to a
 // copy of the report (the report itself is untouched) measures every chart's plot area, points,
 // y-axis ticks and stage bars with getBoundingClientRect and leaves them as JSON in the DOM.
