@@ -563,9 +563,9 @@ TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
 
 // The team's time off its CPUs: threads asleep are off them for as long as they sleep, threads
 // spinning are not but for what the machine takes meanwhile: other processes (another test, run
-// alongside: the run-queue wait, runq_ns, says how much) or the hypervisor (up to three tries, one
-// of which must lose little besides the run-queue wait); the first call of a thread, or of a
-// changed team, starts the count.
+// alongside: the run-queue wait, runq_ns, says how much) or the hypervisor (up to five tries, one
+// of which must lose little besides the run-queue wait: a 2-vCPU guest here lost bursts of ~35 ms
+// every few seconds); the first call of a thread, or of a changed team, starts the count.
 TEST(OffCpu, CountsTheTeamsTimeNotRunning) {
   const int saved = omp_get_max_threads();
   for (int n : {1, std::min(2, std::max(1, int(std::thread::hardware_concurrency())))}) {
@@ -588,7 +588,7 @@ TEST(OffCpu, CountsTheTeamsTimeNotRunning) {
     EXPECT_GE(slept.runq_ns, 0);
     EXPECT_LE(slept.runq_ns, slept.offcpu_ns);
     double least = 1e300;
-    for (int attempt = 0; attempt < 3 && least >= 20 * kMs; ++attempt) {
+    for (int attempt = 0; attempt < 5 && least >= 20 * kMs; ++attempt) {
       take_offcpu_stats();
 #pragma omp parallel num_threads(n)
       {
