@@ -218,7 +218,7 @@ struct I8Rows {
       const int8_t* p = wr + (k >> 6) * 256 + 12288;
       for (int i = 0; i < 4; ++i) __builtin_prefetch(p + 64 * i, 0, 2);
     } else if constexpr (!Rows4) {
-      for (int i = 0; i < R; ++i) prefetch_row_stream<R>(wr, n, i, k, ahead);
+      prefetch_rows<3>(k, ahead);
     } else {
       for (int i = 0; i < R; ++i)
         if (k + ahead < n) __builtin_prefetch(at(i, k + ahead), 0, 3);

@@ -254,7 +254,7 @@ RunReport report_from_json(const nlohmann::json& j, const std::string& origin) {
 std::vector<double> decode_step_offcpu_ms(const RunReport& r) {
   std::vector<double> off;
   for (const StepRow& s : r.steps)
-    if (s.prefill_tokens == 0 && s.decode_tokens > 0) {
+    if (s.pure_decode()) {
       if (s.offcpu_ms < 0) return {};
       off.push_back(s.offcpu_ms);
     }

@@ -96,6 +96,8 @@ struct StepRow {
   int64_t parallel_regions = -1;
   double offcpu_ms = -1;  // CPU thread pool: its threads' time off their CPUs (-1: not measured)
   double runq_ms = -1;    // the part of it waiting for a CPU behind other tasks
+  // Decode tokens only (no prompt or recomputed tokens): the steps the decode_* metrics cover.
+  bool pure_decode() const { return prefill_tokens == 0 && decode_tokens > 0; }
 };
 
 struct RunInfo {

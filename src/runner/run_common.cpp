@@ -125,7 +125,7 @@ void measure_ceilings(Backend& b, const RunOptions& o, int threads, RunReport& r
 void fill_sync_metrics(RunReport& r) {
   std::vector<double> ms, fork, regions, share;
   for (const StepRow& s : r.steps)
-    if (s.prefill_tokens == 0 && s.decode_tokens > 0 && s.sync_ms >= 0) {
+    if (s.pure_decode() && s.sync_ms >= 0) {
       ms.push_back(s.sync_ms);
       fork.push_back(std::max(0.0, s.sync_fork_ms));
       regions.push_back(double(s.parallel_regions));
@@ -142,7 +142,7 @@ void fill_sync_metrics(RunReport& r) {
   double off = 0, runq = 0, worst = 0, time = 0;
   int64_t n = 0;
   for (const StepRow& s : r.steps)
-    if (s.prefill_tokens == 0 && s.decode_tokens > 0 && s.offcpu_ms >= 0) {
+    if (s.pure_decode() && s.offcpu_ms >= 0) {
       off += s.offcpu_ms;
       runq += std::max(0.0, s.runq_ms);
       worst = std::max(worst, s.offcpu_ms);
