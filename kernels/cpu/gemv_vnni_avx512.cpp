@@ -40,6 +40,16 @@ constexpr int64_t kStreamPrefetchBytes = 6144;
 // DRAM, three rounds alternating): 8 rows 1.25-1.38x, 16 rows 1.10-1.2x as fast; the blocks of 3
 // rows (6 activation rows) ran 0.90-0.99x so, and stay as they were (reports/cpu-kernels.md).
 constexpr int64_t kRowPairMaxIn = 2048, kRowPairAhead = 4096;
+// Row-major blocks of at least kPanelMinRows activation rows (R = 2) walk a matrix wider than
+// kRowPanel columns in panels of that many, every block of a panel before the next panel: the 8
+// activation rows of a panel (32 KB of int16) stay in L1, where all 5,632 columns (88 KB) came
+// from L2 again for every block of 2 weight rows. Intel Xeon (family 6 model 207, 2 threads): 8
+// rows of 5,632 columns hot in L2 92.6 -> 82.2 us; from DRAM, 2,048 x 5,632 and 4,096 x 11,008,
+// 8 rows 1.08-1.23x and 16 rows 1.10-1.19x as fast. Fewer rows, whose blocks wait on the memory
+// rather than on the multiply-adds, ran 0.86-0.89x as fast in panels (their rows read in 2 KB
+// pieces), and keep whole rows (reports/cpu-kernels.md).
+constexpr int kPanelMinRows = 7;
+constexpr int64_t kRowPanel = 2048;
 
 inline __m512i load_w16(const int8_t* p) {
   return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -89,21 +99,28 @@ constexpr bool kTreeStore = R == 4 && M >= 2 && M <= 4;
 // R rows (R * M int32 accumulators + R weights + one activation); the fp32 sums they are flushed
 // into live in memory, touched only at the flushes. (Holding the fp32 sums and all M activations
 // in registers too left R = 1 at M >= 5: 8 activation loads per 8 vpdpwssd, and the 8-row GEMV
-// at ~20% of the read bandwidth.)
+// at ~20% of the read bandwidth.) Row-major weights may be read in a panel of `width` columns
+// from c0 (xq then points at the panel's first column; width 0: all columns): every panel but
+// the first adds its results to y.
 template <int M, int R, bool Rows4>
-void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r) {
-  const int64_t n = w.n_in, ldy = w.n_out;
+void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, float* y, int64_t r,
+           int64_t c0 = 0, int64_t width = 0) {
+  const int64_t n = width > 0 ? width : w.n_in, ldy = w.n_out;
+  const bool add = c0 > 0;
   __m512i acci[R][M];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < M; ++j) acci[i][j] = _mm512_setzero_si512();
-  const I8Rows<R, Rows4> wr(w, r);
+  const I8Rows<R, Rows4> wr(w, r, c0, width);
   const int64_t full = n / 32;
-  const bool pair_l2 = !Rows4 && R == 2 && n <= kRowPairMaxIn && !stream_tuning().i8_rows4;
+  const bool pair_l2 =
+      !Rows4 && R == 2 && width == 0 && n <= kRowPairMaxIn && !stream_tuning().i8_rows4;
   auto step_at = [&](int64_t step) {
     const int64_t k = step * 32;
     if ((step & 1) == 0) {
       if (pair_l2)
         wr.template prefetch_rows<2>(k, kRowPairAhead);
+      else if (width > 0)  // in panels: the next block's rows, into L2 (below)
+        wr.template prefetch_next_block<2>(k);
       else
         wr.template prefetch<M>(k, 1024);
     }
@@ -116,7 +133,13 @@ void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, flo
     }
   };
   auto store = [&](int i, int j, __m512 sum) {
-    y[j * ldy + r + i] = _mm512_reduce_add_ps(sum) * w.scales[r + i] * xs[j];
+    const float v = _mm512_reduce_add_ps(sum) * w.scales[r + i] * xs[j];
+    float& o = y[j * ldy + r + i];
+    o = add ? o + v : v;
+  };
+  auto store4 = [&](int j, __m128 v) {  // rows r .. r + 3 of activation row j
+    float* o = y + j * ldy + r;
+    _mm_storeu_ps(o, add ? _mm_add_ps(_mm_loadu_ps(o), v) : v);
   };
   // Every result, from the fp32 sums sum_of(i, j): y = (sum * scale) * xs, as store() rounds it.
   auto store_all = [&](auto&& sum_of) {
@@ -130,10 +153,10 @@ void block(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, flo
           _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
           _mm512_castps128_ps512(_mm_maskz_loadu_ps(__mmask8((1u << M) - 1), xs)));
       const __m512 out = _mm512_mul_ps(_mm512_mul_ps(sum_lanes16(v), sc), xv);
-      _mm_storeu_ps(y + r, _mm512_castps512_ps128(out));
-      _mm_storeu_ps(y + ldy + r, _mm512_extractf32x4_ps(out, 1));
-      if constexpr (M >= 3) _mm_storeu_ps(y + 2 * ldy + r, _mm512_extractf32x4_ps(out, 2));
-      if constexpr (M >= 4) _mm_storeu_ps(y + 3 * ldy + r, _mm512_extractf32x4_ps(out, 3));
+      store4(0, _mm512_castps512_ps128(out));
+      store4(1, _mm512_extractf32x4_ps(out, 1));
+      if constexpr (M >= 3) store4(2, _mm512_extractf32x4_ps(out, 2));
+      if constexpr (M >= 4) store4(3, _mm512_extractf32x4_ps(out, 3));
     } else {
       for (int i = 0; i < R; ++i)
         for (int j = 0; j < M; ++j) store(i, j, sum_of(i, j));
@@ -262,9 +285,18 @@ void rows(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, floa
   if (M == 1 || (M <= 4 && M * w.n_in * int64_t(sizeof(int16_t)) <= kLinearActivationBytes))
     return row_stream<M>(static_cast<const int8_t*>(w.data), w.n_in, xq, ldx, xs, w.scales, y,
                          w.n_out, r0, r1);
-  int64_t r = r0;
-  for (; r + R <= r1; r += R) block<M, R, false>(w, xq, ldx, xs, y, r);
-  for (; r < r1; ++r) block<M, 1, false>(w, xq, ldx, xs, y, r);
+  // Wide matrices at >= kPanelMinRows rows in column panels (above). Each row of a block is then
+  // 2 KB, too short a run for the prefetch 1 KB ahead into L1 of the whole rows' blocks: the
+  // block prefetches the next block's rows (R rows on, in the same panel) into L2 as it goes. On
+  // the Intel Xeon from DRAM, 8 rows: 1 KB ahead into L1 1.01-1.19x the whole rows' time, the
+  // next block into L2 1.10-1.23x, into L1 or two blocks on into L2 1.08-1.20x.
+  const int64_t pw = M >= kPanelMinRows && w.n_in > kRowPanel ? kRowPanel : w.n_in;
+  for (int64_t c0 = 0; c0 < w.n_in; c0 += pw) {
+    const int64_t width = pw < w.n_in ? std::min(pw, w.n_in - c0) : 0;
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) block<M, R, false>(w, xq + c0, ldx, xs, y, r, c0, width);
+    for (; r < r1; ++r) block<M, 1, false>(w, xq + c0, ldx, xs, y, r, c0, width);
+  }
 }
 
 }  // namespace

@@ -155,10 +155,17 @@ constexpr int64_t kLinearActivationBytes = 16384;
 // every new block started R - 1 of its R streams with a DRAM miss: the 2,048-wide GEMV ran 12%
 // slower (reports/cpu-kernels.md). Locality 3: into L1 (prefetcht0); 2: into L2 (prefetcht1, the
 // FP16 blocks' streams, gemv_avx512.cpp).
+// Rows ld elements apart (ld = n, or the whole matrix's width when the block reads a panel of n
+// of its columns from wr on).
+template <int R, int Locality = 3, class T>
+inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k, int64_t ahead,
+                                int64_t ld) {
+  const T* p = k + ahead < n ? wr + i * ld + k + ahead : wr + (R + i) * ld + (k + ahead - n);
+  __builtin_prefetch(p, 0, Locality);
+}
 template <int R, int Locality = 3, class T>
 inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k, int64_t ahead) {
-  const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
-  __builtin_prefetch(p, 0, Locality);
+  prefetch_row_stream<R, Locality>(wr, n, i, k, ahead, n);
 }
 
 // The R INT8 weight rows [r, r + R) of an INT8 GEMV block, row-major or (Rows4) interleaved in
@@ -173,16 +180,20 @@ template <int R, bool Rows4>
 struct I8Rows {
   static constexpr int64_t kStride = Rows4 ? 256 : 64;
   static constexpr bool kLinear = Rows4 && R == 4;
-  const int8_t* wr;  // row r (row-major), or its group (interleaved)
+  const int8_t* wr;  // row r (row-major, from column c0), or its group (interleaved)
   const int8_t* base[R];
-  int64_t n;
+  int64_t n;   // elements of each row read: the matrix's width or (row-major) a panel's
+  int64_t ld;  // row-major: elements from one row to the next (the matrix's width)
   bool small_m_prefetch = kLinear && stream_tuning().i8_prefetch;
-  I8Rows(const Weight& w, int64_t r) : n(w.n_in) {
+  // Row-major weights may be read in a panel of `width` columns from c0 (width 0: all of them).
+  I8Rows(const Weight& w, int64_t r, int64_t c0 = 0, int64_t width = 0)
+      : n(width > 0 ? width : w.n_in), ld(w.n_in) {
     const int8_t* d = static_cast<const int8_t*>(w.data);
-    wr = Rows4 ? d + (r >> 2) * 4 * n : d + r * n;
+    wr = Rows4 ? d + (r >> 2) * 4 * n : d + r * ld + c0;
     // (Rows4: a matrix of one panel, kernels.hpp; the GEMV entry points hand the kernels one
     // panel at a time, as a Weight of its columns: for_panels below.)
-    for (int i = 0; i < R; ++i) base[i] = d + i8_offset(Rows4, w.n_out, n, r + i, 0);
+    for (int i = 0; i < R; ++i)
+      base[i] = Rows4 ? d + i8_offset(true, w.n_out, n, r + i, 0) : wr + i * ld;
   }
   const int8_t* at(int i, int64_t k) const { return base[i] + (k >> 6) * kStride + (k & 63); }
   // Row-major: each of the R row streams `ahead` elements on, into the cache level Locality says
@@ -190,7 +201,14 @@ struct I8Rows {
   template <int Locality>
   [[gnu::always_inline]] void prefetch_rows(int64_t k, int64_t ahead) const {
     if constexpr (!Rows4)
-      for (int i = 0; i < R; ++i) prefetch_row_stream<R, Locality>(wr, n, i, k, ahead);
+      for (int i = 0; i < R; ++i) prefetch_row_stream<R, Locality>(wr, n, i, k, ahead, ld);
+  }
+  // Row-major, read in column panels: element k of each of the next block's R rows (R rows on,
+  // in the same panel: the block the thread reads next), into the cache level Locality says.
+  template <int Locality>
+  [[gnu::always_inline]] void prefetch_next_block(int64_t k) const {
+    if constexpr (!Rows4)
+      for (int i = 0; i < R; ++i) __builtin_prefetch(wr + (R + i) * ld + k, 0, Locality);
   }
   // Called once per 64 weights (k a multiple of 64), by a block of M activation rows. The linear
   // stream of 4 interleaved rows, measured on AMD Zen 4: at M = 1 and 2 best left to the hardware
