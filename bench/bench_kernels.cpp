@@ -255,7 +255,8 @@ void BM_Step(benchmark::State& state) {
 // `context` positions are rotated that > 1.1 GB is touched between reuses (more than any L3
 // here), so K and V come from DRAM. bytes_per_second counts the K+V bytes read (an int8 cache's
 // scales included). kv: 0 an fp16 cache in the CPU backend's layout (K in 16-position tiles), 1
-// bf16 (vdpbf16ps where the CPU has AVX512-BF16), 2 bf16 widened to fp32, 3 int8 (vpdpbusd scores
+// bf16 (vdpbf16ps where the CPU has AVX512-BF16, set here whatever StreamTuning::bf16_kv_dot
+// says), 2 bf16 widened to fp32, 3 int8 (vpdpbusd scores
 // where the CPU has AVX512-VNNI), 4 int8 widened, 5 fp16 with K by rows (the layout before the
 // tiles).
 // hot (BM_AttentionDecodeHot): one cache, read again every call, so it stays in the caches (L2
@@ -272,6 +273,9 @@ void attention_decode(benchmark::State& state, bool hot) {
                   : kind <= 2            ? lc::KvType::bf16
                                          : lc::KvType::i8;
   lc::allow_kv_dot(kind != 2 && kind != 4);
+  lc::StreamTuning tuning = lc::stream_tuning();  // BM_AttentionDecodeStreamTuning's, or the CPU's
+  tuning.bf16_kv_dot = true;
+  lc::set_stream_tuning(tuning);
   const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
   const int64_t kv_dim = int64_t(n_kv) * hd, qd = int64_t(n_heads) * hd;
   const double ceiling = hot ? 0.0 : read_bw();  // hot: no DRAM figure to judge against
@@ -335,6 +339,7 @@ void attention_decode(benchmark::State& state, bool hot) {
     state.counters["ceiling_GBps"] = ceiling * 1e-9;
   }
   lc::allow_kv_dot(true);
+  lc::reset_stream_tuning();
 }
 void BM_AttentionDecode(benchmark::State& state) {
   attention_decode(state, false);

@@ -45,7 +45,7 @@ std::atomic<bool> g_kv_dot{true};
 }  // namespace
 
 bool bf16_dot_allowed() {
-  return g_kv_dot && has_avx512_bf16();
+  return g_kv_dot && has_avx512_bf16() && stream_tuning().bf16_kv_dot;
 }
 
 bool i8_dot_allowed() {
@@ -104,6 +104,10 @@ void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, in
 
 void allow_kv_dot(bool allow) {
   detail::g_kv_dot = allow;
+}
+
+bool bf16_kv_dot_in_use() {
+  return active_isa() == Isa::avx512 && detail::bf16_dot_allowed();
 }
 
 namespace {

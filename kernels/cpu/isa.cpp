@@ -56,8 +56,8 @@ bool has_vnni() {
 }
 
 namespace {
-// bit 0: set by hand; bit 1: i8_prefetch; bit 2: mha_k_prefetch; bit 3: i8_rows4; and
-// f16_one_row_f32_max_in
+// bit 0: set by hand; bit 1: i8_prefetch; bit 2: mha_k_prefetch; bit 3: i8_rows4; bit 4:
+// bf16_kv_dot; and f16_one_row_f32_max_in
 std::atomic<int> g_tuning{0};
 std::atomic<int64_t> g_f32_max_in{0};
 }  // namespace
@@ -71,6 +71,7 @@ StreamTuning vendor_stream_tuning() {
     v.f16_one_row_f32_max_in = intel ? 8192 : 0;
     v.mha_k_prefetch = intel;
     v.i8_rows4 = !intel;
+    v.bf16_kv_dot = !intel;
     return v;
   }();
   return t;
@@ -83,13 +84,15 @@ StreamTuning stream_tuning() {
   t.i8_prefetch = (f & 2) != 0;
   t.mha_k_prefetch = (f & 4) != 0;
   t.i8_rows4 = (f & 8) != 0;
+  t.bf16_kv_dot = (f & 16) != 0;
   t.f16_one_row_f32_max_in = g_f32_max_in.load(std::memory_order_relaxed);
   return t;
 }
 
 void set_stream_tuning(const StreamTuning& t) {
   g_f32_max_in.store(t.f16_one_row_f32_max_in, std::memory_order_relaxed);
-  g_tuning.store(1 | (t.i8_prefetch ? 2 : 0) | (t.mha_k_prefetch ? 4 : 0) | (t.i8_rows4 ? 8 : 0),
+  g_tuning.store(1 | (t.i8_prefetch ? 2 : 0) | (t.mha_k_prefetch ? 4 : 0) | (t.i8_rows4 ? 8 : 0) |
+                     (t.bf16_kv_dot ? 16 : 0),
                  std::memory_order_relaxed);
 }
 

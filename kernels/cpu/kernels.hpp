@@ -48,6 +48,12 @@ struct StreamTuning {
   // weights prefetches them into L2 and the GEMV's row-major blocks of 2 rows prefetch 4 KB
   // ahead into L2, as measured with that layout (gemm_avx512.cpp, gemv_vnni_avx512.cpp).
   bool i8_rows4 = true;
+  // The GQA decode attention on a bf16 KV cache multiplies in bf16 with AVX512-BF16 (vdpbf16ps)
+  // where the CPU has it, instead of widening K and V to fp32 for FMAs. AMD Zen 4 runs vdpbf16ps
+  // on 512 bits once a cycle, twice an FP32 FMA's multiply-adds (reports/cpu-kernels.md); the
+  // Intel Xeon (family 6 model 207) every other cycle, half of them: there tinyllama-1.1b's heads
+  // took 1.12-1.47x the widening path's time (500-4,000 positions, from DRAM).
+  bool bf16_kv_dot = true;
 };
 StreamTuning vendor_stream_tuning();  // this CPU's defaults (Intel or not)
 StreamTuning stream_tuning();         // the choices in force
@@ -204,6 +210,9 @@ constexpr int64_t k_cache_index(KLayout kl, int64_t r, int64_t i, int64_t kv_dim
 // Tests and benchmarks: false makes the decode widen bf16 and int8 caches to fp32 on CPUs with
 // the dot-product instructions too.
 void allow_kv_dot(bool allow);
+// Whether the GQA decode attention on a bf16 cache multiplies in bf16 (vdpbf16ps) here: AVX-512
+// in use, AVX512-BF16 present, StreamTuning::bf16_kv_dot on and allow_kv_dot not turned off.
+bool bf16_kv_dot_in_use();
 // k, v: [rows, n_kv_heads * hd] fp32 -> cache rows slots[r] of type kv, K in layout kl (tiled16
 // only with kv f16).
 void kv_store_paged(const float* k, const float* v, int64_t rows, const int32_t* slots,

@@ -63,8 +63,9 @@ CommandFn add_serve_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option(
          "--kv-dtype", m.kv_dtype,
-         "KV cache element type: fp16; bf16 (CPU backend; on AVX512-BF16 CPUs the decode "
-         "attention then multiplies in bf16 with fp32 sums, vdpbf16ps); or int8 (CPU backend; "
+         "KV cache element type: fp16; bf16 (CPU backend; on AMD CPUs with AVX512-BF16 the GQA "
+         "decode attention then multiplies in bf16 with fp32 sums, vdpbf16ps); or int8 (CPU "
+         "backend; "
          "an fp32 scale per position and kv head, half fp16's bytes; on AVX512-VNNI CPUs the "
          "GQA decode's scores take q rounded to int8, vpdpbusd)")
       ->capture_default_str();

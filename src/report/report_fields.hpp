@@ -314,8 +314,8 @@ void describe(V& v, R& r) {
     w("int8_ops_per_s", c.int8_ops_per_s, {"op/s", "INT8 peak; 0: none", kOptional | kMin0});
     w("bf16_flops_per_s", c.bf16_flops_per_s,
       {"FLOP/s",
-       "CPU: the bf16 dot-product peak (vdpbf16ps), attention's roof on a bf16 KV cache; 0: none "
-       "or not measured",
+       "CPU: the bf16 dot-product peak (vdpbf16ps), attention's roof on a bf16 KV cache where it "
+       "exceeds matmul_flops_per_s; 0: none or not measured",
        kOptional | kMin0});
     w("int16_ops_per_s", c.int16_ops_per_s,
       {"op/s",

@@ -15,8 +15,10 @@ double Ceilings::matmul_peak(const Precision& p) const {
 
 double Ceilings::peak_for(Op op, const Precision& p) const {
   if (op_is_matmul(op) && op != Op::attention) return matmul_peak(p);
+  // bf16 data: the better of the bf16 dot products and FP32 multiply-adds on the widened values
+  // (on the Intel Xeon of reports/cpu-kernels.md vdpbf16ps does half the FMAs' multiply-adds).
   if (op == Op::attention)
-    return p.kv_bf16 && bf16_flops_per_s > 0 ? bf16_flops_per_s : matmul_flops_per_s;
+    return p.kv_bf16 ? std::max(bf16_flops_per_s, matmul_flops_per_s) : matmul_flops_per_s;
   return vector_flops_per_s > 0 ? vector_flops_per_s : matmul_flops_per_s;
 }
 

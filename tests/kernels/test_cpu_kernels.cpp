@@ -411,7 +411,11 @@ TEST(Kernels8, StreamTuningEitherWay) {
     t.f16_one_row_f32_max_in = v ? 0 : 9000;
     t.mha_k_prefetch = v;
     t.i8_rows4 = !v;
+    t.bf16_kv_dot = v;
     set_stream_tuning(t);
+    EXPECT_EQ(stream_tuning().bf16_kv_dot, t.bf16_kv_dot);
+    EXPECT_EQ(bf16_kv_dot_in_use(),
+              v && has_avx512_bf16() && active_isa() == Isa::avx512);  // allow_kv_dot is on
     EXPECT_EQ(stream_tuning().i8_prefetch, t.i8_prefetch);
     EXPECT_EQ(stream_tuning().i8_rows4, t.i8_rows4);
     EXPECT_EQ(stream_tuning().f16_one_row_f32_max_in, t.f16_one_row_f32_max_in);
@@ -422,6 +426,7 @@ TEST(Kernels8, StreamTuningEitherWay) {
   EXPECT_EQ(stream_tuning().f16_one_row_f32_max_in, vendor.f16_one_row_f32_max_in);
   EXPECT_EQ(stream_tuning().mha_k_prefetch, vendor.mha_k_prefetch);
   EXPECT_EQ(stream_tuning().i8_rows4, vendor.i8_rows4);
+  EXPECT_EQ(stream_tuning().bf16_kv_dot, vendor.bf16_kv_dot);
   uint32_t seed = 950;
   for (WType type : {WType::f16, WType::i8, WType::i8a8})
     for (const int64_t m : {1, 2})
@@ -946,12 +951,17 @@ TEST_P(Kernels, AttentionGqaCausal) {
 // A bf16 cache: stored exactly (round to nearest even) and read by the widening paths (every
 // ISA), and on AVX512-BF16 CPUs by the vdpbf16ps GQA decode, which rounds q and the probabilities
 // to bf16 (2^-9 relative each): scores of ~N(0, 3^2) move by up to ~1e-2, the outputs (convex
-// combinations of |v| <= 1) by about as much.
+// combinations of |v| <= 1) by about as much. The vdpbf16ps path is turned on by hand
+// (StreamTuning::bf16_kv_dot; off by default on Intel, where it is slower).
 TEST_P(Kernels, AttentionBf16Cache) {
   const KvType b = KvType::bf16;
   for (const bool dot : {false, true}) {
     SCOPED_TRACE(dot ? "vdpbf16ps allowed" : "widened");
     allow_kv_dot(dot);
+    StreamTuning t = vendor_stream_tuning();
+    t.bf16_kv_dot = true;
+    set_stream_tuning(t);
+    EXPECT_EQ(bf16_kv_dot_in_use(), dot && has_avx512_bf16() && active_isa() == Isa::avx512);
     const double atol = dot ? 6e-3 : 2e-5, rtol = dot ? 6e-3 : 1e-5;
     check_attention({2, 5, 7, 20, 8, 2, 64, 0, b}, 71, atol, rtol);      // prefill chunk
     check_attention({3, 1, 150, 160, 4, 4, 128, 0, b}, 72, atol, rtol);  // MHA decode
@@ -971,6 +981,7 @@ TEST_P(Kernels, AttentionBf16Cache) {
     check_attention({2, 1, 33, 40, 8, 2, 40, 0, b}, 79, atol, rtol);
   }
   allow_kv_dot(true);
+  reset_stream_tuning();
 }
 
 // An int8 cache: kv_store_paged's slices (hd int8 values, then their fp32 scale) hold max |x| /

@@ -526,8 +526,8 @@ TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
   EXPECT_TRUE(tps);
 }
 
-// The attention op's roof on a bf16 KV cache is the bf16 dot-product peak where one was measured;
-// everything else, and an fp16 cache, keep theirs.
+// The attention op's roof on a bf16 KV cache is the bf16 dot-product peak where one was measured
+// above the FP32 FMA peak; everything else, and an fp16 cache, keep theirs.
 TEST(Ceilings, AttentionOnABf16CacheUsesTheBf16Peak) {
   Ceilings c;
   c.mem_bw_bytes_per_s = 5e10;
@@ -537,6 +537,8 @@ TEST(Ceilings, AttentionOnABf16CacheUsesTheBf16Peak) {
   Precision f16 = precision_for("fp16", 4, 2), bf16 = f16;
   bf16.kv_bf16 = true;
   EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, bf16), 2.3e11);  // not measured: the FMA peak
+  c.bf16_flops_per_s = 1.15e11;  // below the FMA peak (the Intel Xeon's): the FMA peak
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, bf16), 2.3e11);
   c.bf16_flops_per_s = 4.7e11;
   EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, bf16), 4.7e11);
   EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 2.3e11);
