@@ -155,17 +155,10 @@ constexpr int64_t kLinearActivationBytes = 16384;
 // every new block started R - 1 of its R streams with a DRAM miss: the 2,048-wide GEMV ran 12%
 // slower (reports/cpu-kernels.md). Locality 3: into L1 (prefetcht0); 2: into L2 (prefetcht1, the
 // FP16 blocks' streams, gemv_avx512.cpp).
-// Rows ld elements apart (ld = n, or the whole matrix's width when the block reads a panel of n
-// of its columns from wr on).
-template <int R, int Locality = 3, class T>
-inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k, int64_t ahead,
-                                int64_t ld) {
-  const T* p = k + ahead < n ? wr + i * ld + k + ahead : wr + (R + i) * ld + (k + ahead - n);
-  __builtin_prefetch(p, 0, Locality);
-}
 template <int R, int Locality = 3, class T>
 inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k, int64_t ahead) {
-  prefetch_row_stream<R, Locality>(wr, n, i, k, ahead, n);
+  const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
+  __builtin_prefetch(p, 0, Locality);
 }
 
 // The R INT8 weight rows [r, r + R) of an INT8 GEMV block, row-major or (Rows4) interleaved in
@@ -196,12 +189,13 @@ struct I8Rows {
       base[i] = Rows4 ? d + i8_offset(true, w.n_out, n, r + i, 0) : wr + i * ld;
   }
   const int8_t* at(int i, int64_t k) const { return base[i] + (k >> 6) * kStride + (k & 63); }
-  // Row-major: each of the R row streams `ahead` elements on, into the cache level Locality says
-  // (prefetch_row_stream); nothing for rows interleaved in fours. Always inlined, as prefetch.
+  // Row-major, whole rows: each of the R row streams `ahead` elements on, into the cache level
+  // Locality says (prefetch_row_stream); nothing for rows interleaved in fours. Always inlined,
+  // as prefetch.
   template <int Locality>
   [[gnu::always_inline]] void prefetch_rows(int64_t k, int64_t ahead) const {
     if constexpr (!Rows4)
-      for (int i = 0; i < R; ++i) prefetch_row_stream<R, Locality>(wr, n, i, k, ahead, ld);
+      for (int i = 0; i < R; ++i) prefetch_row_stream<R, Locality>(wr, n, i, k, ahead);
   }
   // Row-major, read in column panels: element k of each of the next block's R rows (R rows on,
   // in the same panel: the block the thread reads next), into the cache level Locality says.
