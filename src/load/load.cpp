@@ -345,12 +345,16 @@ std::string point_text(const std::string& title, const nlohmann::json& pj) {
     o << ", " << fmt_fixed(c["cpu_us_per_token"].get<double>(), 2) << " us per token";
   o << ", at most " << c["max_in_flight"] << " in flight\n";
   if (const auto& m = pj["server_metrics"]; m.is_object() && !m["samples"].empty()) {
-    auto show = [](const nlohmann::json& v) {
-      return v.is_null() ? std::string("-") : fmt_fixed(v.get<double>(), 2);
+    // Request counts whole, the KV cache's fraction in use as a percentage (a few sequences in a
+    // large cache use well under 1%: "0.00" said nothing).
+    auto count = [](const nlohmann::json& v) {
+      return v.is_null() ? std::string("-") : fmt_fixed(v.get<double>(), 0);
     };
+    const auto& kv = m["kv_cache_usage_max"];
     o << "  server (/metrics, " << m["samples"].size() << " scrapes): at most "
-      << show(m["running_max"]) << " running, " << show(m["waiting_max"])
-      << " waiting, KV cache use up to " << show(m["kv_cache_usage_max"]) << "\n";
+      << count(m["running_max"]) << " running, " << count(m["waiting_max"])
+      << " waiting, KV cache use up to "
+      << (kv.is_null() ? std::string("-") : fmt_pct(kv.get<double>())) << "\n";
     if (const auto& e = m["engine"]; e.is_object())
       o << "  server engine: " << fmt_fixed(e["steps"].get<double>(), 0)
         << " steps, its thread pool off the CPUs " << fmt_ms(e["offcpu_ms_per_step"].get<double>())
