@@ -44,10 +44,6 @@ std::atomic<bool> g_kv_dot{true};
 
 }  // namespace
 
-bool bf16_dot_allowed() {
-  return g_kv_dot && has_avx512_bf16() && stream_tuning().bf16_kv_dot;
-}
-
 bool i8_dot_allowed() {
   return g_kv_dot && has_vnni();
 }
@@ -107,7 +103,8 @@ void allow_kv_dot(bool allow) {
 }
 
 bool bf16_kv_dot_in_use() {
-  return active_isa() == Isa::avx512 && detail::bf16_dot_allowed();
+  return active_isa() == Isa::avx512 && detail::g_kv_dot && has_avx512_bf16() &&
+         stream_tuning().bf16_kv_dot;
 }
 
 namespace {
@@ -189,7 +186,7 @@ void attention_paged(const float* q, KvType kv, const void* k_cache, const void*
   // vdpbf16ps or vpdpbusd for the GQA decode (where the multiply-adds bound it); MHA decodes
   // widen the cache.
   const bool gqa = n_heads != n_kv_heads && active_isa() == Isa::avx512;
-  const bool dot = gqa && kv == KvType::bf16 && hd % 32 == 0 && detail::bf16_dot_allowed();
+  const bool dot = gqa && kv == KvType::bf16 && hd % 32 == 0 && bf16_kv_dot_in_use();
   const bool dot8 = gqa && kv == KvType::i8 && hd % 4 == 0 && detail::i8_dot_allowed();
   const detail::AttnArgs a{q,
                            k_cache,

@@ -373,8 +373,6 @@ void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1
 void attention_chunk_bf16_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
 // The same with GQA on an int8 cache with vpdpbusd scores (attention_i8_avx512.cpp; a.dot_i8).
 void attention_chunk_i8_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
-// AVX512-BF16 present, StreamTuning::bf16_kv_dot on and allow_kv_dot not turned off.
-bool bf16_dot_allowed();
 // AVX512-VNNI present and allow_kv_dot not turned off.
 bool i8_dot_allowed();
 
