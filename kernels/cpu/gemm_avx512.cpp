@@ -278,7 +278,9 @@ void pack_a_i16(const int16_t* xq, int64_t ldq, int64_t m, int64_t n_in, int32_t
 template <bool L2>
 void pack_b_i16(const int8_t* w, int64_t n_in, int64_t n_out, int64_t n0, int64_t nc, int64_t k0,
                 int64_t kc, int32_t* dst, bool rows4) {
-  auto prefetch = [](const int8_t* p) { __builtin_prefetch(p, 0, L2 ? 2 : 3); };
+  auto prefetch = [](const int8_t* p) __attribute__((always_inline)) {
+    __builtin_prefetch(p, 0, L2 ? 2 : 3);
+  };
   const int64_t kcp = (kc + 1) / 2;
   constexpr int64_t kAhead = 128;  // two 64-byte lines on, as pack_b's int8 rows
   for (int64_t j0 = 0; j0 < nc; j0 += 16) {

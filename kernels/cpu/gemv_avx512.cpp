@@ -31,7 +31,7 @@ inline __m512 load_w(const int8_t* p, __mmask16 k) {
 }
 
 template <class T, int R>
-inline void prefetch_ahead(const T* wr, int64_t n, int i, int64_t k) {
+[[gnu::always_inline]] inline void prefetch_ahead(const T* wr, int64_t n, int i, int64_t k) {
   prefetch_row_stream<R>(wr, n, i, k, kPrefetchBytes / int64_t(sizeof(T)));
 }
 

@@ -138,7 +138,11 @@ void with_rows(int64_t m, F&& f) {
 // (reports/cpu-kernels.md). 4 KB into L1 had measured best on AMD Zen 5 (48 KiB L1d) among
 // distances (1-2 KB left 5-10% of the bandwidth unused); L2 hints there are not yet measured.
 constexpr int64_t kLinearPrefetchBytes = 8192;
-inline void prefetch_linear(const void* p) {
+// The prefetch helpers below are always inlined: GCC 12 takes a function whose only effect is a
+// prefetch for pure and drops any call to it that it does not inline. (A try at the 8-row W8A16
+// block with its steps in lambdas lost its row streams' prefetches so, silently: 0.45-0.62x from
+// DRAM; reports/cpu-kernels.md.)
+[[gnu::always_inline]] inline void prefetch_linear(const void* p) {
   __builtin_prefetch(p, 0, 2);  // prefetcht1
 }
 // The most activation bytes (all rows of a step) a GEMV reads again for every weight row, one
@@ -156,7 +160,8 @@ constexpr int64_t kLinearActivationBytes = 16384;
 // slower (reports/cpu-kernels.md). Locality 3: into L1 (prefetcht0); 2: into L2 (prefetcht1, the
 // FP16 blocks' streams, gemv_avx512.cpp).
 template <int R, int Locality = 3, class T>
-inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k, int64_t ahead) {
+[[gnu::always_inline]] inline void prefetch_row_stream(const T* wr, int64_t n, int i, int64_t k,
+                                                       int64_t ahead) {
   const T* p = k + ahead < n ? wr + i * n + k + ahead : wr + (R + i) * n + (k + ahead - n);
   __builtin_prefetch(p, 0, Locality);
 }
