@@ -245,7 +245,7 @@ CommandFn add_serve_command(CLI::App& app) {
     std::thread signals([&] {
       int sig = 0;
       sigwait(&sigs, &sig);
-      std::fprintf(stderr, "latprof serve: %s, draining (up to %s)\n",
+      std::fprintf(stderr, "latprof serve: %s, draining (up to %s s)\n",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT", g(so.drain_timeout_s).c_str());
       srv.drain();
     });
