@@ -360,11 +360,12 @@ inline void scores_tile16(const float* q, int hdp, const uint16_t* t, int hd, fl
 // head, in address order. Lanes of keys outside [j0, j0 + nb) are not stored. With pf_k, each
 // (tile, kv head) prefetches into L2 the K run ~8 KB further on in that order (keys up to k1), a
 // line every other dimension of its first score tile; with pf_v, also this tile's V rows of its kv
-// head. The GQA decode takes both. The MHA decode (tiles of 128 KB of K at 7B's heads, its V rows
-// prefetched by its own P·V loop) takes pf_k where StreamTuning::mha_k_prefetch says (Intel): from
-// DRAM on AMD Zen 4, 7B's heads took 1.09-1.2x the time with both prefetches (tinyllama's
-// 0.93-0.96x); on an Intel Xeon K alone made the tiles as fast as rows, where without it they took
-// 1.25-1.29x their time, and K with V changed nothing (reports/cpu-kernels.md).
+// head. The GQA decode takes pf_k, and pf_v for its first block (chunk_gqa_tiled). The MHA decode
+// (tiles of 128 KB of K at 7B's heads, its V rows prefetched by its own P·V loop) takes pf_k where
+// StreamTuning::mha_k_prefetch says (Intel): from DRAM on AMD Zen 4, 7B's heads took 1.09-1.2x the
+// time with both prefetches (tinyllama's 0.93-0.96x); on an Intel Xeon K alone made the tiles as
+// fast as rows, where without it they took 1.25-1.29x their time, and K with V changed nothing
+// (reports/cpu-kernels.md).
 inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64_t k1,
                          const float* qf, float* sc, int B, bool pf_k, bool pf_v) {
   const int hd = a.hd, nh = a.n_heads, nkv = a.n_kv_heads, group = nh / nkv;
@@ -422,6 +423,15 @@ inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64
   }
 }
 
+// Lines of the next block's V rows that a P·V loop prefetches into L2 as it goes (base: the kv
+// head's slice in the V cache, in bytes; ro: the next block's row offsets, elements; with key j
+// of the block, key j of the next, up to n; `lines` 64-byte lines a row). None by default.
+struct PvPrefetch {
+  const char* base = nullptr;
+  const int64_t* ro = nullptr;
+  int n = 0, lines = 0;
+};
+
 // GQA P·V: HB query heads of one group over n keys (probabilities p[key * pk + head * ph]; on an
 // int8 cache already multiplied by each value slice's scale), CB vectors of each head's output (o
 // rows ostride apart) held in registers; each key's CB value vectors (at v + ro[key]) are
@@ -429,7 +439,8 @@ inline void scores_tiled(const AttnArgs& a, int64_t s, int64_t j0, int nb, int64
 // last, when hd is not a multiple of 16; else all ones).
 template <KvType KV, int HB, int CB, bool FULL>
 inline void pv_kv(const float* p, int64_t pk, int64_t ph, int n, const kv_elem<KV>* v,
-                  const int64_t* ro, float* o, int64_t ostride, __mmask16 lastm) {
+                  const int64_t* ro, float* o, int64_t ostride, __mmask16 lastm,
+                  const PvPrefetch& pf = {}) {
   __m512 acc[HB][CB];
 #pragma GCC unroll 16
   for (int h = 0; h < HB; ++h)
@@ -437,6 +448,9 @@ inline void pv_kv(const float* p, int64_t pk, int64_t ph, int n, const kv_elem<K
     for (int c = 0; c < CB; ++c) acc[h][c] = _mm512_loadu_ps(o + h * ostride + 16 * c);
   for (int j = 0; j < n; ++j) {
     const kv_elem<KV>* vj = v + ro[j];
+    if (pf.base && j < pf.n)
+      for (int l = 0; l < pf.lines; ++l)
+        _mm_prefetch(pf.base + pf.ro[j] * int64_t(sizeof(kv_elem<KV>)) + 64 * l, _MM_HINT_T2);
     __m512 x[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c)
@@ -458,34 +472,34 @@ inline void pv_kv(const float* p, int64_t pk, int64_t ph, int n, const kv_elem<K
 template <KvType KV, bool FULL>
 inline void pv_kv_any(int hb, int cb, const float* p, int64_t pk, int64_t ph, int n,
                       const kv_elem<KV>* v, const int64_t* ro, float* o, int64_t ostride,
-                      __mmask16 lastm) {
+                      __mmask16 lastm, const PvPrefetch& pf = {}) {
   switch (hb * 16 + cb) {
     case 8 * 16 + 2:
-      return pv_kv<KV, 8, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 8, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 8 * 16 + 1:
-      return pv_kv<KV, 8, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 8, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 4 * 16 + 4:
-      return pv_kv<KV, 4, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 4, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 4 * 16 + 2:
-      return pv_kv<KV, 4, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 4, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 4 * 16 + 1:
-      return pv_kv<KV, 4, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 4, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 2 * 16 + 8:
-      return pv_kv<KV, 2, 8, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 8, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 2 * 16 + 4:
-      return pv_kv<KV, 2, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 2 * 16 + 2:
-      return pv_kv<KV, 2, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 2 * 16 + 1:
-      return pv_kv<KV, 2, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 2, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 1 * 16 + 8:
-      return pv_kv<KV, 1, 8, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 8, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 1 * 16 + 4:
-      return pv_kv<KV, 1, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 4, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     case 1 * 16 + 2:
-      return pv_kv<KV, 1, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 2, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
     default:
-      return pv_kv<KV, 1, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm);
+      return pv_kv<KV, 1, 1, FULL>(p, pk, ph, n, v, ro, o, ostride, lastm, pf);
   }
 }
 
@@ -494,7 +508,8 @@ inline void pv_kv_any(int hb, int cb, const float* p, int64_t pk, int64_t ph, in
 // head's query heads in tiles of up to 8 heads by 16 / heads vectors of the output.
 template <KvType KV, bool FULL>
 inline void pv_gqa(const AttnArgs& a, int64_t t, int64_t lo, int64_t hi, const int64_t* roff,
-                   const float* pt, int64_t pk, int64_t ph, float* part) {
+                   const float* pt, int64_t pk, int64_t ph, float* part,
+                   const int64_t* ro_next = nullptr, int n_next = 0) {
   const int hd = a.hd, nh = a.n_heads, group = nh / a.n_kv_heads, nv = (hd + 15) / 16;
   const __mmask16 last = head_mask(nv - 1, nv, hd);
   const int64_t ps = attn_part_stride(hd);
@@ -506,9 +521,18 @@ inline void pv_gqa(const AttnArgs& a, int64_t t, int64_t lo, int64_t hi, const i
         int cb = std::min(8, 16 / hb);
         while (cb > nv - c0) cb /= 2;
         const __mmask16 lm = c0 + cb == nv ? last : __mmask16(0xffff);
+        PvPrefetch pf;
+        if (ro_next && hh == 0) {  // the kv head's passes: the lines of the next V rows that
+          // start within the pass's dimensions
+          constexpr int64_t es = sizeof(kv_elem<KV>);
+          const int64_t b0 = (16 * c0 * es + 63) / 64, b1 = (16 * (c0 + cb) * es + 63) / 64;
+          if (b1 > b0)
+            pf = {static_cast<const char*>(a.v_cache) + kvh * a.slice_elems() * es + 64 * b0,
+                  ro_next, n_next, int(b1 - b0)};
+        }
         pv_kv_any<KV, FULL>(hb, cb, pt + h * ph + lo * pk, pk, ph, int(hi - lo),
                             kv_ptr<KV>(a.v_cache) + kvh * a.slice_elems() + 16 * c0, roff + lo,
-                            part + r * ps + 16 * c0, ps, lm);
+                            part + r * ps + 16 * c0, ps, lm, pf);
         c0 += cb;
       }
       hh += hb;
@@ -518,21 +542,34 @@ inline void pv_gqa(const AttnArgs& a, int64_t t, int64_t lo, int64_t hi, const i
 
 // The GQA decode on a tiled16 K cache (fp16): per kTiledBlock-key block, scores_tiled (keys in
 // the vector lanes: no reduction), softmax_block, then P·V as chunk_gqa_t's, the probabilities
-// read key-major per head.
+// read key-major per head. The scores prefetch K; the V rows of a block are prefetched by the
+// P·V of the block before (a line or two a key as it goes), so the memory serves K while the
+// scores run and V while the P·V runs. (Before, each tile's V rows came in a burst with its
+// scores, beside K, and nothing was fetched during the P·V: on the Intel Xeon, tinyllama's heads
+// from DRAM, 1.08-1.15x as fast at 2,000 positions and 1.07-1.24x at 4,000, level at 500 and hot;
+// reports/cpu-kernels.md.)
 template <bool FULL>
 void chunk_gqa_tiled(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* qfp, float* scp,
                      float* part) {
   constexpr int B = kTiledBlock;
-  int64_t roff[B];
-  for (int64_t j0 = k0; j0 < k1; j0 += B) {
+  int64_t roff[2][B];  // this block's V row offsets and the next's
+  int cur = 0;
+  if (k0 < k1) fill_row_offsets(a, s, k0, int(std::min<int64_t>(B, k1 - k0)), roff[0]);
+  for (int64_t j0 = k0; j0 < k1; j0 += B, cur ^= 1) {
     const int nb_all = int(std::min<int64_t>(B, k1 - j0));
-    fill_row_offsets(a, s, j0, nb_all, roff);
-    scores_tiled(a, s, j0, nb_all, k1, qfp, scp, B, true, true);
+    const int nb_next = int(std::clamp<int64_t>(k1 - j0 - B, 0, B));
+    if (nb_next > 0) fill_row_offsets(a, s, j0 + B, nb_next, roff[cur ^ 1]);
+    // V rows prefetched in a burst with the scores for the first block only; each block's P·V
+    // prefetches the next block's as it goes.
+    scores_tiled(a, s, j0, nb_all, k1, qfp, scp, B, true, j0 == k0);
     softmax_block(a, s, j0, nb_all, scp, part, B);
+    bool next_fetched = false;
     for (int64_t t = 0; t < a.n_tok(s); ++t) {
       const auto [lo, hi] = visible(a, s, t, j0, 0, nb_all);
       if (lo >= hi) continue;
-      pv_gqa<KvType::f16, FULL>(a, t, lo, hi, roff, scp + t * a.n_heads * B, 1, B, part);
+      pv_gqa<KvType::f16, FULL>(a, t, lo, hi, roff[cur], scp + t * a.n_heads * B, 1, B, part,
+                                next_fetched ? nullptr : roff[cur ^ 1], nb_next);
+      next_fetched = true;
     }
   }
 }
