@@ -568,9 +568,11 @@ TEST_P(Kernels, SyncStatsCountEachParallelRegion) {
 
 // The team's time off its CPUs: threads asleep are off them for as long as they sleep, threads
 // spinning are not but for what the machine takes meanwhile: other processes (another test, run
-// alongside: the run-queue wait, runq_ns, says how much) or the hypervisor (up to five tries, one
+// alongside: the run-queue wait, runq_ns, says how much) or the hypervisor (up to twenty tries, one
 // of which must lose little besides the run-queue wait: a 2-vCPU guest here lost bursts of ~35 ms
-// every few seconds); the first call of a thread, or of a changed team, starts the count.
+// every few seconds; with five tries the test failed once under ctest -j2, while the host had
+// halved the guest's memory bandwidth, and passed alone); the first call of a thread, or of a
+// changed team, starts the count.
 TEST(OffCpu, CountsTheTeamsTimeNotRunning) {
   const int saved = omp_get_max_threads();
   for (int n : {1, std::min(2, std::max(1, int(std::thread::hardware_concurrency())))}) {
@@ -593,7 +595,7 @@ TEST(OffCpu, CountsTheTeamsTimeNotRunning) {
     EXPECT_GE(slept.runq_ns, 0);
     EXPECT_LE(slept.runq_ns, slept.offcpu_ns);
     double least = 1e300;
-    for (int attempt = 0; attempt < 5 && least >= 20 * kMs; ++attempt) {
+    for (int attempt = 0; attempt < 20 && least >= 20 * kMs; ++attempt) {
       take_offcpu_stats();
 #pragma omp parallel num_threads(n)
       {
