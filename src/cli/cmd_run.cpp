@@ -44,14 +44,10 @@ CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv) {
                   "and prints their comparison. Not given: int8 for a GGUF whose matrices are "
                   "Q8_0, else fp16")
       ->capture_default_str();
-  sub->add_option(
-         "--kv-dtype", o->kv_dtype,
-         "KV cache element type: fp16; bf16 (CPU backend; on AMD CPUs with AVX512-BF16 the GQA "
-         "decode attention then multiplies in bf16 with fp32 sums, vdpbf16ps); or int8 (CPU "
-         "backend; "
-         "an fp32 scale per position and kv head, half fp16's bytes; on AVX512-VNNI CPUs the "
-         "GQA decode's scores take q rounded to int8, vpdpbusd); a list such as fp16,int8 runs "
-         "each in turn and prints their comparison (a list here or in --dtype, not both)")
+  sub->add_option("--kv-dtype", o->kv_dtype,
+                  kKvDtypeHelp +
+                      "; a list such as fp16,int8 runs each in turn and prints their comparison "
+                      "(a list here or in --dtype, not both)")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
   auto input_text = std::make_shared<std::string>(std::to_string(o->input));

@@ -61,14 +61,7 @@ CommandFn add_serve_command(CLI::App& app) {
                   "Weight precision: fp16, int8 (W8A16) or int8-w8a8 (CPU backend). Not given: "
                   "int8 for a GGUF whose matrices are Q8_0, else fp16")
       ->capture_default_str();
-  sub->add_option(
-         "--kv-dtype", m.kv_dtype,
-         "KV cache element type: fp16; bf16 (CPU backend; on AMD CPUs with AVX512-BF16 the GQA "
-         "decode attention then multiplies in bf16 with fp32 sums, vdpbf16ps); or int8 (CPU "
-         "backend; "
-         "an fp32 scale per position and kv head, half fp16's bytes; on AVX512-VNNI CPUs the "
-         "GQA decode's scores take q rounded to int8, vpdpbusd)")
-      ->capture_default_str();
+  sub->add_option("--kv-dtype", m.kv_dtype, kKvDtypeHelp)->capture_default_str();
   sub->add_option("--backend", m.backend, "auto, cpu or cuda")->capture_default_str();
   sub->add_option("--threads,-t", m.threads, "CPU threads (0: all cores)")->capture_default_str();
   sub->add_option("--seed", m.seed, "Seed of a built-in model's synthetic weights")

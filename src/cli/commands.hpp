@@ -10,6 +10,13 @@ namespace latprof::cli {
 
 using CommandFn = std::function<int()>;
 
+// What --kv-dtype means, for `run` and `serve` (run adds its lists).
+inline const std::string kKvDtypeHelp =
+    "KV cache element type: fp16; bf16 (CPU backend; on AMD CPUs with AVX512-BF16 the GQA decode "
+    "attention then multiplies in bf16 with fp32 sums, vdpbf16ps); or int8 (CPU backend; an fp32 "
+    "scale per position and kv head, half fp16's bytes; on AVX512-VNNI CPUs the GQA decode's "
+    "scores take q rounded to int8, vpdpbusd)";
+
 // cmd_run.cpp; argv: the whole command line, recorded in the report's run.argv.
 CommandFn add_run_command(CLI::App& app, std::vector<std::string> argv);
 
