@@ -1,7 +1,7 @@
 // KV-cache store and causal grouped-query attention. The portable path below is also the
 // readable reference: for every query row, an online (streaming) softmax over blocks of keys, so
 // nothing larger than one block of scores is ever materialised. attention_avx512.cpp has the
-// same algorithm vectorised. (AVX2-only CPUs use this path.)
+// same algorithm vectorised, attention_avx2.cpp the same blocked for AVX2-only CPUs.
 #include <omp.h>
 
 #include <algorithm>
@@ -327,16 +327,22 @@ void attention_paged(const float* q, KvType kv, const void* k_cache, const void*
   }
 
   if (!many.empty()) {
-    auto* unit =
-        active_isa() == Isa::avx512 ? detail::attention_unit_avx512 : detail::attention_unit_scalar;
+    auto* unit = detail::attention_unit_scalar;
+    if (active_isa() == Isa::avx512)
+      unit = detail::attention_unit_avx512;
+    else if (active_isa() == Isa::avx2)
+      unit = detail::attention_unit_avx2;
     // Work units: (sequence, kv head, chunk of query tokens). A one-token unit streams its slice
     // of the K/V cache once for the whole head group. On AVX-512 a unit is one tile of the
     // transposed kernel, 64 query rows (64 tokens without GQA, 16 with 4 heads per kv head):
     // 16-token units left 7B's tiles a quarter full.
+    // On AVX2 a unit is up to 64 query rows too (its scaled q and output accumulators, 32 KB
+    // each at hd 128, stay in L2 beside the key block).
+    const int64_t group = n_heads / n_kv_heads;
     const int64_t kTokens =
-        active_isa() == Isa::avx512
-            ? std::max<int64_t>(16, detail::kAttnTileRows / (n_heads / n_kv_heads))
-            : 16;
+        active_isa() == Isa::avx512 ? std::max<int64_t>(16, detail::kAttnTileRows / group)
+        : active_isa() == Isa::avx2 ? std::max<int64_t>(1, detail::kAttnTileRows / group)
+                                    : 16;
     struct Unit {
       int64_t s;
       int kvh;

@@ -367,6 +367,7 @@ inline int64_t attn_first_key(const AttnArgs& a, int64_t pos) {
 inline constexpr int kAttnTileRows = 64;
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
+void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 // Decode attention split over keys: keys [k0, k1) of sequence s for all
 // its tokens in the step and all heads; partial online-softmax state per (token, head) row at
 // part + (t * n_heads + h) * attn_part_stride(hd): o[16 * ceil(hd / 16)], max, sum.

@@ -1,0 +1,347 @@
+// AVX2 (with FMA and F16C) attention for one work unit: query tokens [t0, t1) of sequence s and
+// every query head of kv head kvh (attention.cpp's attention_unit_scalar, the same online softmax
+// over the same key blocks, blocked for 8-wide vectors). Per block of 32 keys the unit's K is
+// widened once into a dimension-major tile (a tiled16 fp16 cache is dimension-major already) and
+// its V into rows, both shared by all the unit's query rows; the scores are 4 rows x 16 keys of
+// multiply-adds a step, P·V 4 rows x 16 dimensions. The query rows are pre-scaled by 1/sqrt(hd).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/half.hpp"
+#include "kernels/cpu/internal.hpp"
+
+namespace latprof::cpu::detail {
+namespace {
+
+constexpr int kKeys = 32;  // keys per online-softmax block: two K tiles
+
+// exp(x) over 8 floats: exp512's method (exp_avx512.hpp) with 2^n built in the exponent field.
+// NaN propagates; below -87.3 the result is ~1e-38.
+inline __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);  // max(c, NaN) = NaN
+  x = _mm256_min_ps(_mm256_set1_ps(88.3f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // n in [-126, 127]: 2^n is a normal float.
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// dst[0 .. hd8) = the (row, kv head kvh) slice of a row-major cache (K not tiled, or V) in fp32,
+// zeros from hd on.
+[[gnu::always_inline]] inline void widen_row(const AttnArgs& a, const void* cache, int64_t row,
+                                             int kvh, float* dst, int hd8) {
+  const int hd = a.hd;
+  const int64_t at = row * a.row_elems() + kvh * a.slice_elems();
+  int d = 0;
+  if (a.kv == KvType::i8) {
+    const int8_t* x = static_cast<const int8_t*>(cache) + at;
+    float scale;
+    std::memcpy(&scale, x + hd, sizeof scale);
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (; d + 8 <= hd; d += 8)
+      _mm256_storeu_ps(dst + d,
+                       _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + d)))),
+                                     sv));
+    for (; d < hd; ++d) dst[d] = float(x[d]) * scale;
+  } else {
+    const uint16_t* x = static_cast<const uint16_t*>(cache) + at;
+    const bool bf16 = a.kv == KvType::bf16;
+    for (; d + 8 <= hd; d += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + d));
+      _mm256_storeu_ps(dst + d,
+                       bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                            : _mm256_cvtph_ps(h));
+    }
+    for (; d < hd; ++d) dst[d] = bf16 ? bf16_to_float(x[d]) : half_to_float(x[d]);
+  }
+  for (; d < hd8; ++d) dst[d] = 0;
+}
+
+// rows[j] = the cache row of position p0 + j of sequence s, j in [0, n): one division per call
+// (a.row divides by the block size; two such a key cost more than its multiply-adds here).
+inline void cache_rows(const AttnArgs& a, int64_t s, int64_t p0, int n, int64_t* rows) {
+  int64_t blk = p0 / a.block_size, off = p0 % a.block_size;
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  for (int j = 0; j < n; ++j) {
+    rows[j] = int64_t(table[blk]) * a.block_size + off;
+    if (++off == a.block_size) {
+      off = 0;
+      ++blk;
+    }
+  }
+}
+
+// S[i][kh .. kh + 16) = qs[i] · K's keys kh .. kh + 15 (kt: dimension-major, kKeys apart) for RR
+// rows ldq apart.
+template <int RR>
+void scores_tile(const float* qs, int64_t ldq, const float* kt, int hd, int kh, float* S) {
+  __m256 acc[RR][2];
+#pragma GCC unroll 4
+  for (int i = 0; i < RR; ++i) {
+    acc[i][0] = _mm256_setzero_ps();
+    acc[i][1] = _mm256_setzero_ps();
+  }
+  // hd >= 1: a loop GCC knows to run keeps the accumulators in registers (with `for`, GCC 12
+  // stored them to the stack every step).
+  const float* k = kt + kh;
+  int d = 0;
+  do {
+    const __m256 k0 = _mm256_load_ps(k), k1 = _mm256_load_ps(k + 8);
+#pragma GCC unroll 4
+    for (int i = 0; i < RR; ++i) {
+      const __m256 qb = _mm256_broadcast_ss(qs + i * ldq + d);
+      acc[i][0] = _mm256_fmadd_ps(qb, k0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(qb, k1, acc[i][1]);
+    }
+    k += kKeys;
+  } while (++d < hd);
+  for (int i = 0; i < RR; ++i) {
+    _mm256_store_ps(S + i * kKeys + kh, acc[i][0]);
+    _mm256_store_ps(S + i * kKeys + kh + 8, acc[i][1]);
+  }
+}
+
+// O[i][d0 .. d0 + 8W) += sum over keys j in [j0, j1) of P[i][j] * V[j][d0 ..] for RR rows.
+template <int RR, int W>
+void pv_tile(const float* P, const float* vb, int hd8, int j0, int j1, float* O, int d0) {
+  __m256 acc[RR][W];
+  for (int i = 0; i < RR; ++i)
+    for (int w = 0; w < W; ++w) acc[i][w] = _mm256_load_ps(O + i * hd8 + d0 + 8 * w);
+  for (int j = j0; j < j1; ++j) {
+    __m256 v[W];
+    for (int w = 0; w < W; ++w) v[w] = _mm256_load_ps(vb + j * hd8 + d0 + 8 * w);
+    for (int i = 0; i < RR; ++i) {
+      const __m256 pb = _mm256_broadcast_ss(P + i * kKeys + j);
+      for (int w = 0; w < W; ++w) acc[i][w] = _mm256_fmadd_ps(pb, v[w], acc[i][w]);
+    }
+  }
+  for (int i = 0; i < RR; ++i)
+    for (int w = 0; w < W; ++w) _mm256_store_ps(O + i * hd8 + d0 + 8 * w, acc[i][w]);
+}
+
+template <int RR>
+void pv_rows(const float* P, const float* vb, int hd8, int j0, int j1, float* O) {
+  int d0 = 0;
+  for (; d0 + 16 <= hd8; d0 += 16) pv_tile<RR, 2>(P, vb, hd8, j0, j1, O, d0);
+  if (d0 < hd8) pv_tile<RR, 1>(P, vb, hd8, j0, j1, O, d0);
+}
+
+// f(RR) for the rows [0, n) in groups of up to 4: f(r, RR).
+template <class F>
+void row_groups(int64_t n, F&& f) {
+  int64_t r = 0;
+  for (; r + 4 <= n; r += 4) f(r, std::integral_constant<int, 4>{});
+  switch (n - r) {
+    case 3:
+      f(r, std::integral_constant<int, 3>{});
+      break;
+    case 2:
+      f(r, std::integral_constant<int, 2>{});
+      break;
+    case 1:
+      f(r, std::integral_constant<int, 1>{});
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
+  const int hd = a.hd, hd8 = (hd + 7) / 8 * 8;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t nr = (t1 - t0) * group;  // query rows: token-major, then head
+  if (nr <= 0) return;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  // One aligned buffer: scaled q and the output accumulators (nr x hd8 each), the probabilities
+  // (nr x kKeys), K dimension-major (hd x kKeys) and V by rows (kKeys x hd8).
+  thread_local AlignedFloats buf;
+  const int64_t q_off = 0, o_off = nr * hd8, p_off = 2 * nr * hd8, k_off = p_off + nr * kKeys,
+                v_off = k_off + int64_t(hd) * kKeys, total = v_off + int64_t(kKeys) * hd8;
+  buf.reserve(size_t(total));
+  float* const Qs = buf.p + q_off;
+  float* const O = buf.p + o_off;
+  float* const P = buf.p + p_off;
+  float* const Kt = buf.p + k_off;
+  float* const Vb = buf.p + v_off;
+  thread_local std::vector<int64_t> first_tl, last_tl;
+  thread_local std::vector<float> m_tl, l_tl;
+  auto &first = first_tl, &last = last_tl;
+  auto &m = m_tl, &l = l_tl;
+  first.resize(size_t(nr));
+  last.resize(size_t(nr));
+  m.assign(size_t(nr), -std::numeric_limits<float>::infinity());
+  l.assign(size_t(nr), 0.0f);
+  const __m256 sv = _mm256_set1_ps(scale);
+  int64_t k_lo = std::numeric_limits<int64_t>::max(), k_hi = 0;  // keys [k_lo, k_hi)
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t pos = a.pos(s, t), f = attn_first_key(a, pos);
+    k_lo = std::min(k_lo, f);
+    k_hi = std::max(k_hi, pos + 1);
+    for (int hh = 0; hh < group; ++hh) {
+      const int64_t r = (t - t0) * group + hh;
+      first[size_t(r)] = f;
+      last[size_t(r)] = pos;
+      const float* q = a.q + ((a.tok0(s) + t) * a.n_heads + kvh * group + hh) * hd;
+      float* qs = Qs + r * hd8;
+      int d = 0;
+      for (; d + 8 <= hd; d += 8)
+        _mm256_store_ps(qs + d, _mm256_mul_ps(_mm256_loadu_ps(q + d), sv));
+      for (; d < hd; ++d) qs[d] = q[d] * scale;
+      for (; d < hd8; ++d) qs[d] = 0;
+    }
+  }
+  std::fill(O, O + nr * hd8, 0.0f);
+  const bool tiled = a.k_tiled;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const int64_t k_bytes = tiled ? int64_t(hd) * 16 * 2 : kv_slice_bytes(a.kv, hd);
+  const int64_t v_bytes = kv_slice_bytes(a.kv, hd);
+  const int64_t esz = a.kv == KvType::i8 ? 1 : 2;
+  for (int64_t j0 = k_lo / kKeys * kKeys; j0 < k_hi; j0 += kKeys) {
+    // The unit reads one kv head's share of each cache row (of each 16-row tile of a tiled K):
+    // pieces of 64-2,048 bytes far apart, which the hardware prefetchers do not follow. So the
+    // block two on is fetched into L2 by hand (its keys below k_hi only: the block table ends
+    // there).
+    const int64_t pf0 = j0 + 2 * kKeys;
+    const int npf = int(std::clamp<int64_t>(k_hi - pf0, 0, kKeys));
+    int64_t pf_rows[kKeys], rows[kKeys];
+    cache_rows(a, s, pf0, npf, pf_rows);
+    for (int i = 0; i < npf; ++i) {
+      const int64_t p = pf0 + i, row = pf_rows[i];
+      if (!tiled || p % 16 == 0) {
+        const char* k = static_cast<const char*>(a.k_cache) +
+                        esz * (tiled ? a.k_tile(row >> 4) + int64_t(kvh) * hd * 16
+                                     : row * a.row_elems() + kvh * a.slice_elems());
+        for (int64_t b = 0; b < k_bytes; b += 64) prefetch_linear(k + b);
+        prefetch_linear(k + k_bytes - 1);
+      }
+      const char* v =
+          static_cast<const char*>(a.v_cache) + esz * (row * a.row_elems() + kvh * a.slice_elems());
+      for (int64_t b = 0; b < v_bytes; b += 64) prefetch_linear(v + b);
+      prefetch_linear(v + v_bytes - 1);
+    }
+    // Keys [j0 + js, j0 + nb) of this block are visible to some row; the others are not read.
+    const int nb = int(std::min<int64_t>(kKeys, k_hi - j0));
+    const int js = int(std::max<int64_t>(0, k_lo - j0));
+    // The halves of 16 keys holding some of them (a tiled K's tiles).
+    const bool half0 = js < 16;
+    const bool half1 = nb > 16;
+    cache_rows(a, s, j0 + js, nb - js, rows + js);
+    if (tiled) {
+      for (int hf = 0; hf < 2; ++hf) {
+        if (!(hf == 0 ? half0 : half1)) {
+          for (int d = 0; d < hd; ++d) std::fill_n(Kt + d * kKeys + 16 * hf, 16, 0.0f);
+          continue;
+        }
+        const int64_t g = rows[std::max(js, 16 * hf)] >> 4;
+        const uint16_t* src =
+            static_cast<const uint16_t*>(a.k_cache) + a.k_tile(g) + int64_t(kvh) * hd * 16;
+        for (int d = 0; d < hd; ++d) {
+          const __m128i* p = reinterpret_cast<const __m128i*>(src + d * 16);
+          _mm256_store_ps(Kt + d * kKeys + 16 * hf, _mm256_cvtph_ps(_mm_loadu_si128(p)));
+          _mm256_store_ps(Kt + d * kKeys + 16 * hf + 8, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)));
+        }
+      }
+    } else {
+      if (js > 0 || nb < kKeys) std::fill(Kt, Kt + int64_t(hd) * kKeys, 0.0f);
+      thread_local std::vector<float> row;
+      row.resize(size_t(hd8));
+      for (int j = js; j < nb; ++j) {
+        widen_row(a, a.k_cache, rows[j], kvh, row.data(), hd8);
+        for (int d = 0; d < hd; ++d) Kt[d * kKeys + j] = row[size_t(d)];
+      }
+    }
+    for (int j = js; j < nb; ++j) widen_row(a, a.v_cache, rows[j], kvh, Vb + j * hd8, hd8);
+    // Scores, then each row's online-softmax step: its visible keys [lo, hi) of the block.
+    row_groups(nr, [&](int64_t r, auto rr) {
+      constexpr int RR = decltype(rr)::value;
+      if (half0) scores_tile<RR>(Qs + r * hd8, hd8, Kt, hd, 0, P + r * kKeys);
+      if (half1) scores_tile<RR>(Qs + r * hd8, hd8, Kt, hd, 16, P + r * kKeys);
+    });
+    for (int64_t r = 0; r < nr; ++r) {
+      float* p = P + r * kKeys;
+      const int lo = int(std::max<int64_t>(first[size_t(r)] - j0, js));
+      const int hi = int(std::min<int64_t>(last[size_t(r)] - j0 + 1, nb));
+      if (lo >= hi) {  // no key of this block is visible to the row
+        std::fill_n(p, kKeys, 0.0f);
+        continue;
+      }
+      __m256 mask[4], sc[4];
+      __m256 bmax = neg_inf;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i j = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * c));
+        mask[c] =
+            _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), j),
+                                                    _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), j)));
+        // Lanes outside [lo, hi) are never read: a half not computed holds old values.
+        sc[c] = _mm256_blendv_ps(
+            neg_inf, c * 8 < hi && c * 8 + 8 > lo ? _mm256_load_ps(p + 8 * c) : neg_inf, mask[c]);
+        bmax = _mm256_max_ps(bmax, sc[c]);
+      }
+      const float new_max = std::max(m[size_t(r)], hmax(bmax));
+      const float corr = std::exp(m[size_t(r)] - new_max);  // 0 on the row's first block
+      const __m256 nm = _mm256_set1_ps(new_max);
+      __m256 sum = _mm256_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(sc[c], nm)), mask[c]);
+        sum = _mm256_add_ps(sum, e);
+        _mm256_store_ps(p + 8 * c, e);
+      }
+      l[size_t(r)] = l[size_t(r)] * corr + hsum(sum);
+      m[size_t(r)] = new_max;
+      if (corr != 1.0f) {
+        float* o = O + r * hd8;
+        const __m256 cv = _mm256_set1_ps(corr);
+        for (int d = 0; d < hd8; d += 8)
+          _mm256_store_ps(o + d, _mm256_mul_ps(_mm256_load_ps(o + d), cv));
+      }
+    }
+    row_groups(nr, [&](int64_t r, auto rr) {
+      constexpr int RR = decltype(rr)::value;
+      pv_rows<RR>(P + r * kKeys, Vb, hd8, js, nb, O + r * hd8);
+    });
+  }
+  for (int64_t t = t0; t < t1; ++t)
+    for (int hh = 0; hh < group; ++hh) {
+      const int64_t r = (t - t0) * group + hh;
+      float* out = a.out + ((a.tok0(s) + t) * a.n_heads + kvh * group + hh) * hd;
+      const float inv = 1.0f / l[size_t(r)];
+      const float* o = O + r * hd8;
+      for (int d = 0; d < hd; ++d) out[d] = o[d] * inv;
+    }
+}
+
+}  // namespace latprof::cpu::detail
