@@ -65,11 +65,16 @@ void gemv(const Weight& w, const float* x, int64_t m, float* y) {
   gemv_group(&w, 1, x, m, &y);
 }
 
-void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
+namespace {
+
+// gemv_group; avx2_i16: INT8 weights may take the AVX2 W8A16 path (not for W8A8's rounded
+// activations, which keep their FP32 path there).
+void gemv_group_impl(const Weight* ws, int n, const float* x, int64_t m, float* const* ys,
+                     bool avx2_i16) {
   if (m <= 0 || n <= 0) return;
   const Weight& w0 = ws[0];
   if (!detail::same_input(ws, n)) {  // not one group: one call each
-    for (int j = 0; j < n; ++j) gemv(ws[j], x, m, ys[j]);
+    for (int j = 0; j < n; ++j) gemv_group_impl(ws + j, 1, x, m, ys + j, avx2_i16);
     return;
   }
   auto* rows = detail::gemv_rows_scalar;
@@ -104,17 +109,25 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       std::max<int64_t>(4, (int64_t(256) << 10) / std::max<int64_t>(row_bytes, 1) / 4 * 4);
   if (n > kMatmulGroupMax) {
     for (int j = 0; j < n; j += kMatmulGroupMax)
-      gemv_group(ws + j, std::min(kMatmulGroupMax, n - j), x, m, ys + j);
+      gemv_group_impl(ws + j, std::min(kMatmulGroupMax, n - j), x, m, ys + j, avx2_i16);
     return;
   }
   // INT8 weights on AVX512-VNNI: W8A16 (int16 activations, vpdpwssd: gemv_vnni_avx512.cpp) or
   // W8A8 (int8 activations, vpdpbusd: gemv_w8a8_avx512.cpp). Elsewhere W8A8 rounds the activations
   // (q * s in fp32) and runs the INT8-weight path.
-  const bool use_vnni = int8_storage(w0.type) && gemv_int8_dot();
+  // INT8 weights on AVX2 without VNNI: W8A16 too, in vpmaddwd (gemv_avx2.cpp), the same int16
+  // activations; on AMD Zen 3 the FP32 path (6 uops per 16 weights) stayed below the read
+  // bandwidth (reports/cpu-kernels.md).
+  const bool i16_avx2 = avx2_i16 && w0.type == WType::i8 && active_isa() == Isa::avx2;
+  const bool use_vnni = (int8_storage(w0.type) && gemv_int8_dot()) || i16_avx2;
+  auto* const quantize_i16 =
+      i16_avx2 ? detail::quantize_activations_i16_avx2 : detail::quantize_activations_i16;
+  auto* const rows_i16 = i16_avx2 ? detail::gemv_rows_i8_avx2 : detail::gemv_rows_i8_vnni;
   const bool w8a8 = w0.type == WType::i8a8;
   if (w8a8 && !use_vnni)
-    return detail::with_rounded_activations(
-        ws, n, x, m, [&](const Weight* w8, const float* xr) { gemv_group(w8, n, xr, m, ys); });
+    return detail::with_rounded_activations(ws, n, x, m, [&](const Weight* w8, const float* xr) {
+      gemv_group_impl(w8, n, xr, m, ys, false);
+    });
   // FP16 weights multiply activations rounded to fp16 (kernels.hpp). On AVX-512, groups of up to
   // kF16X16MaxRows activation rows take the fp16 rows themselves (gemv_rows_f16_x16): the loop
   // then reads half the activation bytes again for every weight row, and 8-44 KB of fp32
@@ -187,7 +200,7 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       detail::quantize_activations_u8(xi, mm, n_in, ldx, reinterpret_cast<uint8_t*>(xu.p), xs);
     } else if (use_vnni && mm > kOwnRows) {
       xq.reserve(size_t(mm * ldx));
-      detail::quantize_activations_i16(xi, mm, n_in, ldx, xq.p, xs);
+      quantize_i16(xi, mm, n_in, ldx, xq.p, xs);
       q = xq.p;
     }
     // Up to kOwnRows W8A16 activation rows (a decode step of a few sequences): each thread
@@ -216,14 +229,17 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
             const int64_t j = g0[g], mg = g0[g + 1] - g0[g];
             if (u)
               detail::gemv_rows_w8a8_vnni(w, u + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
-            else if (q)
-              detail::gemv_rows_i8_vnni(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
+            else if (q && !(i16_avx2 && w.rows4))
+              rows_i16(w, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out, b, b1);
             else if (x16 && mg <= detail::kF16X16MaxRows)
               detail::gemv_rows_f16_x16(w, x16 + (i0 + j) * n_in, mg, yi + j * w.n_out, b, b1);
             else if (w.rows4) {  // no interleaved form on these paths: rows copied row-major
               thread_local std::vector<int8_t> buf;
-              rows(detail::row_major_rows(w, b, b1, buf), xi + j * n_in, mg, yi + j * w.n_out + b,
-                   0, b1 - b);
+              const Weight v = detail::row_major_rows(w, b, b1, buf);
+              if (q)
+                rows_i16(v, q + j * ldx, ldx, xs + j, mg, yi + j * w.n_out + b, 0, b1 - b);
+              else
+                rows(v, xi + j * n_in, mg, yi + j * w.n_out + b, 0, b1 - b);
             } else
               rows(w, xi + j * n_in, mg, yi + j * w.n_out, b, b1);
           }
@@ -250,7 +266,7 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
       if (own_q) {
         thread_local detail::Aligned64<int16_t> own;
         own.reserve(size_t(mm * ldx));
-        detail::quantize_activations_i16(xi, mm, n_in, ldx, own.p, own_xs);
+        quantize_i16(xi, mm, n_in, ldx, own.p, own_xs);
         qt = own.p;
         xst = own_xs;
       }
@@ -265,6 +281,12 @@ void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const
     }
     sync.finish();
   }
+}
+
+}  // namespace
+
+void gemv_group(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
+  gemv_group_impl(ws, n, x, m, ys, true);
 }
 
 }  // namespace latprof::cpu

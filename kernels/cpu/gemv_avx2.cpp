@@ -2,6 +2,9 @@
 // int8 via vpmovsxbd + vcvtdq2ps); the last n_in % 8 weights of a row are done in scalar.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/half.hpp"
 #include "kernels/cpu/internal.hpp"
 
@@ -95,6 +98,114 @@ void gemv_rows_avx2(const Weight& w, const float* x, int64_t m, float* y, int64_
     rows_t<uint16_t>(w, x, m, y, r0, r1);
   else
     rows_t<int8_t>(w, x, m, y, r0, r1);
+}
+
+}  // namespace latprof::cpu::detail
+
+// INT8 weights on AVX2 without VNNI: W8A16, as gemv_vnni_avx512.cpp does with vpdpwssd. Each
+// activation row is quantised once per call to int16 with its own scale (the same values as
+// quantize_activations_i16); the weights are sign-extended to int16 (vpmovsxbw, 16 a load) and
+// multiplied with vpmaddwd (two products summed into each of 8 int32 lanes) and vpaddd: 3 uops
+// per 16 weights where the fp32 path spends 6 (vpmovsxbd, vcvtdq2ps and an FMA per 8), which kept
+// it below the read bandwidth on AMD Zen 3. Overflow: a lane adds two products of at most
+// |127 * 32767| a step, so the int32 sums are flushed into fp32 every kFlushSteps = 128 steps
+// (2,048 weights), far inside the 258 that could overflow.
+namespace latprof::cpu::detail {
+namespace {
+
+constexpr int64_t kFlushSteps = 128;
+
+// y[j * ldy + r + i] = xs[j] * scales[r + i] * sum_k w[r + i][k] q[j][k], i < R, j < M.
+template <int M, int R>
+void i16_block(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const float* xs,
+               const float* scales, float* y, int64_t ldy, int64_t r) {
+  const int8_t* wr = w + r * n;
+  const int64_t n16 = n / 16 * 16;
+  __m256 fs[R][M];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j) fs[i][j] = _mm256_setzero_ps();
+  for (int64_t k0 = 0; k0 < n16; k0 += 16 * kFlushSteps) {
+    const int64_t k1 = std::min(n16, k0 + 16 * kFlushSteps);
+    __m256i acc[R][M];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < M; ++j) acc[i][j] = _mm256_setzero_si256();
+    int64_t k = k0;
+    do {  // k1 > k0: a loop GCC sees run keeps the sums in registers (gemm_avx2.cpp)
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m256i wv =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i * n + k)));
+#pragma GCC unroll 8
+        for (int j = 0; j < M; ++j) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + j * ldq + k));
+          acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(wv, xv));
+        }
+      }
+      k += 16;
+    } while (k < k1);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < M; ++j) fs[i][j] = _mm256_add_ps(fs[i][j], _mm256_cvtepi32_ps(acc[i][j]));
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j) {
+      int32_t tail = 0;  // the last n % 16 weights, exact
+      for (int64_t k = n16; k < n; ++k) tail += int32_t(wr[i * n + k]) * q[j * ldq + k];
+      y[j * ldy + r + i] = (hsum(fs[i][j]) + float(tail)) * xs[j] * scales[r + i];
+    }
+}
+
+template <int M>
+void i16_rows(const Weight& w, const int16_t* q, int64_t ldq, const float* xs, float* y, int64_t r0,
+              int64_t r1) {
+  // 16 ymm: R * M int32 sums (<= 8), R weight vectors or one, the activations where they fit.
+  constexpr int R = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  const auto* wd = static_cast<const int8_t*>(w.data);
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) i16_block<M, R>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
+  for (; r < r1; ++r) i16_block<M, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
+}
+
+}  // namespace
+
+void quantize_activations_i16_avx2(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
+                                   float* xs) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t j = 0; j < m; ++j) {
+    const float* xj = x + j * n;
+    __m256 mv = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+      mv = _mm256_max_ps(mv, _mm256_and_ps(_mm256_loadu_ps(xj + k), abs_mask));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    for (; k < n; ++k) mx = std::max(mx, std::fabs(xj[k]));
+    const float s = mx > 0 ? mx / 32767.0f : 1.0f;
+    const float inv = 1.0f / s;
+    int16_t* qj = xq + j * ldx;
+    const __m256 vinv = _mm256_set1_ps(inv), lim = _mm256_set1_ps(32767.0f),
+                 nlim = _mm256_set1_ps(-32767.0f);
+    for (k = 0; k + 8 <= n; k += 8) {
+      // round to nearest even (as lrintf, the MXCSR default), clamp, narrow
+      const __m256 v =
+          _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(xj + k), vinv), nlim), lim);
+      const __m256i i32 = _mm256_cvtps_epi32(v);
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i*>(qj + k),
+          _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1)));
+    }
+    for (; k < n; ++k) qj[k] = int16_t(std::clamp(std::lrintf(xj[k] * inv), -32767L, 32767L));
+    for (k = n; k < ldx; ++k) qj[k] = 0;
+    xs[j] = s;
+  }
+}
+
+void gemv_rows_i8_avx2(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
+                       float* y, int64_t r0, int64_t r1) {
+  with_rows(m, [&](auto M) { i16_rows<decltype(M)::value>(w, xq, ldx, xs, y, r0, r1); });
 }
 
 }  // namespace latprof::cpu::detail

@@ -72,6 +72,11 @@ void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx,
                               float* xs);
 void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
                        float* y, int64_t r0, int64_t r1);
+// The same on AVX2 without VNNI (gemv_avx2.cpp: vpmaddwd), and its quantisation (the same values).
+void quantize_activations_i16_avx2(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
+                                   float* xs);
+void gemv_rows_i8_avx2(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
+                       float* y, int64_t r0, int64_t r1);
 
 // W8A8 (WType::i8a8): each activation row rounded to int8 with one scale, s = max|x| / 127 (1 for
 // an all-zero row), q = round-to-nearest-even(clamp(x / s, -127, 127)) computed as x * (1 / s) in

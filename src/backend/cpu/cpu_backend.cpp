@@ -71,6 +71,11 @@ class CpuBackend final : public Backend {
       return dot ? "int8 (W8A16) on the CPU: every matmul multiplies the int8 weights by "
                    "activations rounded to int16, one scale per row, in int32 sums (AVX512-VNNI "
                    "vpdpwssd), judged against the int16 dot-product peak"
+             : cpu::active_isa() == cpu::Isa::avx2
+                 ? "int8 (W8A16) on the CPU: steps of up to " + rows +
+                       " rows multiply the int8 weights by activations rounded to int16, one scale "
+                       "per row, in int32 sums (AVX2 vpmaddwd); larger steps (prefill) dequantise "
+                       "the weights to FP32"
                  : "int8 (W8A16) on the CPU: weights dequantised to FP32 in every matmul";
     return dot ? "int8-w8a8 on the CPU: steps of up to " + rows +
                      " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd), "
