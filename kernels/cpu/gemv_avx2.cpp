@@ -156,9 +156,56 @@ void i16_block(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const 
     }
 }
 
+// The same for one weight row and M activation rows, U steps of 16 weights in flight (U sums a
+// row): a thread's rows one after the other are one linear stream of weights.
+template <int M, int U>
+void i16_row(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const float* xs,
+             const float* scales, float* y, int64_t ldy, int64_t r) {
+  const int8_t* wr = w + r * n;
+  const int64_t nu = n / (16 * U) * (16 * U);
+  __m256 fs[M];
+  for (int j = 0; j < M; ++j) fs[j] = _mm256_setzero_ps();
+  for (int64_t k0 = 0; k0 < nu; k0 += 16 * U * kFlushSteps) {
+    const int64_t k1 = std::min(nu, k0 + 16 * U * kFlushSteps);
+    __m256i acc[U][M];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u)
+#pragma GCC unroll 8
+      for (int j = 0; j < M; ++j) acc[u][j] = _mm256_setzero_si256();
+    int64_t k = k0;
+    do {  // k1 > k0 (as in i16_block)
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) {
+        const __m256i wv = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + k + 16 * u)));
+#pragma GCC unroll 8
+        for (int j = 0; j < M; ++j) {
+          const __m256i xv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + j * ldq + k + 16 * u));
+          acc[u][j] = _mm256_add_epi32(acc[u][j], _mm256_madd_epi16(wv, xv));
+        }
+      }
+      k += 16 * U;
+    } while (k < k1);
+    for (int u = 0; u < U; ++u)  // each sum to fp32 alone: two could overflow int32
+      for (int j = 0; j < M; ++j) fs[j] = _mm256_add_ps(fs[j], _mm256_cvtepi32_ps(acc[u][j]));
+  }
+  for (int j = 0; j < M; ++j) {
+    int32_t tail = 0;  // the last n % (16 U) weights, exact
+    for (int64_t k = nu; k < n; ++k) tail += int32_t(wr[k]) * q[j * ldq + k];
+    y[j * ldy + r] = (hsum(fs[j]) + float(tail)) * xs[j] * scales[r];
+  }
+}
+
 template <int M>
 void i16_rows(const Weight& w, const int16_t* q, int64_t ldq, const float* xs, float* y, int64_t r0,
               int64_t r1) {
+  if constexpr (M <= 2) {
+    const auto* wd = static_cast<const int8_t*>(w.data);
+    for (int64_t r = r0; r < r1; ++r)
+      i16_row<M, 4>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
+    return;
+  }
   // 16 ymm: R * M int32 sums (<= 8), R weight vectors or one, the activations where they fit.
   constexpr int R = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   const auto* wd = static_cast<const int8_t*>(w.data);
