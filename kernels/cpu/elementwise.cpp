@@ -7,13 +7,13 @@
 namespace latprof::cpu {
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
-  if (active_isa() == Isa::avx512) {
+  if (active_isa() != Isa::scalar) {
     // Blocks of 16K elements (a multiple of 16), in parallel only for prefill-sized inputs.
     constexpr int64_t kBlock = 16384;
     const int64_t blocks = (n + kBlock - 1) / kBlock;
+    auto* f = active_isa() == Isa::avx512 ? detail::swiglu_avx512 : detail::swiglu_avx2;
     detail::parallel_for(blocks, n > 65536, [&](int64_t b) {
-      detail::swiglu_avx512(gate + b * kBlock, up + b * kBlock, std::min(kBlock, n - b * kBlock),
-                            out + b * kBlock);
+      f(gate + b * kBlock, up + b * kBlock, std::min(kBlock, n - b * kBlock), out + b * kBlock);
     });
     return;
   }

@@ -387,8 +387,9 @@ void attention_chunk_i8_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t
 // AVX512-VNNI present and allow_kv_dot not turned off.
 bool i8_dot_allowed();
 
-// SwiGLU over n elements (elementwise.cpp's swiglu), AVX-512.
+// SwiGLU over n elements (elementwise.cpp's swiglu), AVX-512 and AVX2.
 void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out);
+void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out);
 // Synthetic weights (fill.cpp's values, 16 at a time): elements i0 .. i0 + n of a tensor into
 // dst[0 .. n).
 void fill_f16_avx512(uint16_t* dst, int64_t n, uint64_t key, uint64_t i0, float amplitude);

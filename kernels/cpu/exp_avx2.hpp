@@ -1,0 +1,30 @@
+#pragma once
+// exp over 8 floats with AVX2 and FMA, for the files compiled with AVX2 flags (*_avx2.cpp): the
+// attention's softmax and SwiGLU.
+#include <immintrin.h>
+
+namespace latprof::cpu::detail {
+
+// exp(x) over 8 floats: exp512's method (exp_avx512.hpp) with 2^n built in the exponent field.
+// NaN propagates; below -87.3 the result is ~1e-38.
+inline __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);  // max(c, NaN) = NaN
+  x = _mm256_min_ps(_mm256_set1_ps(88.3f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // n in [-126, 127]: 2^n is a normal float.
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+}  // namespace latprof::cpu::detail
