@@ -13,27 +13,13 @@
 #include <vector>
 
 #include "core/half.hpp"
-#include "kernels/cpu/exp_avx2.hpp"
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/math_avx2.hpp"
 
 namespace latprof::cpu::detail {
 namespace {
 
 constexpr int kKeys = 32;  // keys per online-softmax block: two K tiles
-
-inline float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // dst[0 .. hd8) = the (row, kv head kvh) slice of a row-major cache (K not tiled, or V) in fp32,
 // zeros from hd on.

@@ -7,6 +7,7 @@
 
 #include "core/half.hpp"
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/math_avx2.hpp"
 
 namespace latprof::cpu::detail {
 namespace {
@@ -23,13 +24,6 @@ inline float to_f(uint16_t v) {
 }
 inline float to_f(int8_t v) {
   return float(v);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <class T, int M, int R, int U>

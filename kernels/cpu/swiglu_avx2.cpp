@@ -1,12 +1,12 @@
 // AVX2 SwiGLU: out = g / (1 + exp(-g)) * up, 8 lanes at a time with the vector exp of
-// exp_avx2.hpp (the scalar path calls expf per element: on AMD Zen 3 a tinyllama decode step's
+// math_avx2.hpp (the scalar path calls expf per element: on AMD Zen 3 a tinyllama decode step's
 // SwiGLU read 2.5-3 GB/s, ~0.5 ms a step).
 #include <immintrin.h>
 
 #include <cmath>
 
-#include "kernels/cpu/exp_avx2.hpp"
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/math_avx2.hpp"
 
 namespace latprof::cpu::detail {
 

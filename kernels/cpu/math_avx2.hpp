@@ -1,6 +1,6 @@
 #pragma once
-// exp over 8 floats with AVX2 and FMA, for the files compiled with AVX2 flags (*_avx2.cpp): the
-// attention's softmax and SwiGLU.
+// 8-lane helpers for the files compiled with AVX2 flags (*_avx2.cpp): exp (the attention's
+// softmax and SwiGLU) and horizontal sums and maxima.
 #include <immintrin.h>
 
 namespace latprof::cpu::detail {
@@ -25,6 +25,20 @@ inline __m256 exp256(__m256 x) {
   const __m256i e =
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
 }
 
 }  // namespace latprof::cpu::detail
