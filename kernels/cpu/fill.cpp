@@ -13,13 +13,13 @@
 namespace latprof::cpu {
 
 void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude) {
-  if (active_isa() == Isa::avx512) {
+  if (active_isa() != Isa::scalar) {
     constexpr int64_t kBlock = 16384;
     const int64_t blocks = (n + kBlock - 1) / kBlock;
+    auto* f = active_isa() == Isa::avx512 ? detail::fill_f16_avx512 : detail::fill_f16_avx2;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t b = 0; b < blocks; ++b)
-      detail::fill_f16_avx512(dst + b * kBlock, std::min(kBlock, n - b * kBlock), key,
-                              uint64_t(b * kBlock), amplitude);
+      f(dst + b * kBlock, std::min(kBlock, n - b * kBlock), key, uint64_t(b * kBlock), amplitude);
     return;
   }
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -29,9 +29,12 @@ void fill_f16(uint16_t* dst, int64_t n, uint64_t key, float amplitude) {
 
 namespace {
 
-// Elements i0 .. i0 + n of an int8 tensor into dst[0 .. n) (vec: 16 at a time, AVX-512).
+// Elements i0 .. i0 + n of an int8 tensor into dst[0 .. n) (vec: 16 at a time on AVX-512, 8 on
+// AVX2).
 void fill_i8_run(int8_t* dst, int64_t n, uint64_t key, uint64_t i0, bool vec) {
-  if (vec) return detail::fill_i8_avx512(dst, n, key, i0);
+  if (vec)
+    return active_isa() == Isa::avx512 ? detail::fill_i8_avx512(dst, n, key, i0)
+                                       : detail::fill_i8_avx2(dst, n, key, i0);
   for (int64_t i = 0; i < n; ++i) dst[i] = rng::uniform_i8(key, i0 + uint64_t(i));
 }
 
@@ -39,7 +42,7 @@ void fill_i8_run(int8_t* dst, int64_t n, uint64_t key, uint64_t i0, bool vec) {
 
 void fill_i8(int8_t* dst, float* scales, int64_t n_out, int64_t n_in, uint64_t key, float amplitude,
              bool rows4) {
-  const bool vec = active_isa() == Isa::avx512;
+  const bool vec = active_isa() != Isa::scalar;
   if (rows4) {
     // Each group of 4 rows, 64 columns at a time, at its place in the interleaved layout.
     const int64_t groups = n_out / 4, chunks = n_in / 64;

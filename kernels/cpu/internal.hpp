@@ -394,6 +394,8 @@ void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out);
 // dst[0 .. n).
 void fill_f16_avx512(uint16_t* dst, int64_t n, uint64_t key, uint64_t i0, float amplitude);
 void fill_i8_avx512(int8_t* dst, int64_t n, uint64_t key, uint64_t i0);
+void fill_f16_avx2(uint16_t* dst, int64_t n, uint64_t key, uint64_t i0, float amplitude);
+void fill_i8_avx2(int8_t* dst, int64_t n, uint64_t key, uint64_t i0);
 
 // fp32 -> fp16 (round to nearest even) and back, n elements, with F16C.
 void f32_to_f16_f16c(const float* src, uint16_t* dst, int64_t n);

@@ -1525,9 +1525,16 @@ TEST(Fill, DeterministicAcrossThreadCounts) {
 // fp16 over amplitudes that reach fp16 subnormals, its largest finite values and infinity
 // (rounding to nearest even throughout), int8 row-major and in the rows-in-fours layout; lengths
 // that leave a tail.
-TEST(Fill, VectorisedMatchesScalar) {
-  if (detected_isa() != Isa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
-  force_isa(Isa::avx512);
+// Each vector ISA the CPU has (AVX-512: 16 at a time; AVX2: 8, its 64-bit multiplies built from
+// vpmuludq), against the scalar generator.
+class FillIsa : public ::testing::TestWithParam<Isa> {};
+INSTANTIATE_TEST_SUITE_P(VectorIsas, FillIsa, ::testing::Values(Isa::avx2, Isa::avx512),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+TEST_P(FillIsa, VectorisedMatchesScalar) {
+  if (int(detected_isa()) < int(GetParam()))
+    GTEST_SKIP() << isa_name(GetParam()) << " not on this CPU";
+  force_isa(GetParam());
   const int64_t n = (int64_t(1) << 20) + 13;
   for (const float amp : {1e-4f, 0.05f, 65000.0f, 70000.0f}) {
     std::vector<uint16_t> h(size_t(n), 0x1234);
