@@ -208,7 +208,13 @@ void attention_paged(const float* q, KvType kv, const void* k_cache, const void*
   // Sequences with few query tokens (decodes) stream their cache once, split over keys; the
   // others (prefill chunks) are cut into units of query tokens per kv head.
   constexpr int64_t kFewTokens = 4;
-  const bool split = active_isa() == Isa::avx512 && hd <= 512;
+  // On AVX2 only without GQA: there a unit of one head reads its pieces of the cache rows, far
+  // apart, and the chunks walk whole rows (llama-2-7b's heads 1.03-1.29x as fast on AMD Zen 3);
+  // with GQA a unit of a kv head and its group ran faster than chunks (tinyllama's 0.77-0.87x
+  // split; reports/cpu-kernels.md).
+  const bool split =
+      (active_isa() == Isa::avx512 || (active_isa() == Isa::avx2 && n_heads == n_kv_heads)) &&
+      hd <= 512;
   // The bookkeeping below lives in the calling thread's vectors, kept from call to call: a decode
   // calls this once a layer, and allocating them anew took ~2 us of a ~50 us call (tinyllama-1.1b,
   // context 544, AMD Zen 4). The names are references, so that the parallel regions' threads use
@@ -298,7 +304,10 @@ void attention_paged(const float* q, KvType kv, const void* k_cache, const void*
         thread_local detail::AlignedFloats mine;
         mine.reserve(size_t(part_floats));
         st[u] = mine.p + un.part;
-        detail::attention_chunk_avx512(a, un.s, un.k0, un.k1, st[u]);
+        if (active_isa() == Isa::avx512)
+          detail::attention_chunk_avx512(a, un.s, un.k0, un.k1, st[u]);
+        else
+          detail::attention_chunk_avx2(a, un.s, un.k0, un.k1, st[u]);
       }
       sync.barrier();  // every chunk's partial state is written before the merge
 #pragma omp for schedule(static) nowait

@@ -144,10 +144,21 @@ void row_groups(int64_t n, F&& f) {
 
 }  // namespace
 
-void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
+namespace {
+
+// Query tokens [t0, t1) of sequence s, every query head of kv heads [g0, g1), keys [ka, kb) only.
+// part null: the rows' outputs, normalised, to a.out. Otherwise each row's online-softmax state
+// to part + (t * n_heads + h) * attn_part_stride(hd): the unnormalised P·V sums, the maximum and
+// the sum of the probabilities (the maximum -inf and the sum 0 where no key of [ka, kb) is
+// visible to the row). The blocks of 32 keys are walked in order, and within each the kv heads:
+// with several heads (a decode's chunk of keys) a block's K tiles and V rows are read across the
+// heads in address order, rather than one head's pieces of every row, far apart.
+void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1, int64_t ka,
+            int64_t kb, float* part) {
   const int hd = a.hd, hd8 = (hd + 7) / 8 * 8;
   const int group = a.n_heads / a.n_kv_heads;
-  const int64_t nr = (t1 - t0) * group;  // query rows: token-major, then head
+  const int64_t nrg = (t1 - t0) * group;  // query rows a kv head: token-major, then head
+  const int64_t nr = nrg * (g1 - g0);
   if (nr <= 0) return;
   const float scale = 1.0f / std::sqrt(float(hd));
   // One aligned buffer: scaled q and the output accumulators (nr x hd8 each), the probabilities
@@ -171,32 +182,37 @@ void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int6
   l.assign(size_t(nr), 0.0f);
   const __m256 sv = _mm256_set1_ps(scale);
   int64_t k_lo = std::numeric_limits<int64_t>::max(), k_hi = 0;  // keys [k_lo, k_hi)
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t pos = a.pos(s, t), f = attn_first_key(a, pos);
-    k_lo = std::min(k_lo, f);
-    k_hi = std::max(k_hi, pos + 1);
-    for (int hh = 0; hh < group; ++hh) {
-      const int64_t r = (t - t0) * group + hh;
-      first[size_t(r)] = f;
-      last[size_t(r)] = pos;
-      const float* q = a.q + ((a.tok0(s) + t) * a.n_heads + kvh * group + hh) * hd;
-      float* qs = Qs + r * hd8;
-      int d = 0;
-      for (; d + 8 <= hd; d += 8)
-        _mm256_store_ps(qs + d, _mm256_mul_ps(_mm256_loadu_ps(q + d), sv));
-      for (; d < hd; ++d) qs[d] = q[d] * scale;
-      for (; d < hd8; ++d) qs[d] = 0;
+  for (int g = g0; g < g1; ++g)
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pos = a.pos(s, t);
+      const int64_t f = std::max(attn_first_key(a, pos), ka), e = std::min(pos, kb - 1);
+      if (f <= e) {
+        k_lo = std::min(k_lo, f);
+        k_hi = std::max(k_hi, e + 1);
+      }
+      for (int hh = 0; hh < group; ++hh) {
+        const int64_t r = (g - g0) * nrg + (t - t0) * group + hh;
+        first[size_t(r)] = f;
+        last[size_t(r)] = e;
+        const float* q = a.q + ((a.tok0(s) + t) * a.n_heads + g * group + hh) * hd;
+        float* qs = Qs + r * hd8;
+        int d = 0;
+        for (; d + 8 <= hd; d += 8)
+          _mm256_store_ps(qs + d, _mm256_mul_ps(_mm256_loadu_ps(q + d), sv));
+        for (; d < hd; ++d) qs[d] = q[d] * scale;
+        for (; d < hd8; ++d) qs[d] = 0;
+      }
     }
-  }
   std::fill(O, O + nr * hd8, 0.0f);
   const bool tiled = a.k_tiled;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  const int64_t k_bytes = tiled ? int64_t(hd) * 16 * 2 : kv_slice_bytes(a.kv, hd);
-  const int64_t v_bytes = kv_slice_bytes(a.kv, hd);
   const int64_t esz = a.kv == KvType::i8 ? 1 : 2;
+  // The bytes of the heads [g0, g1) in one K tile (tiled) or cache row, and in one V row.
+  const int64_t k_bytes = (g1 - g0) * (tiled ? int64_t(hd) * 16 * 2 : kv_slice_bytes(a.kv, hd));
+  const int64_t v_bytes = (g1 - g0) * kv_slice_bytes(a.kv, hd);
   for (int64_t j0 = k_lo / kKeys * kKeys; j0 < k_hi; j0 += kKeys) {
-    // The unit reads one kv head's share of each cache row (of each 16-row tile of a tiled K):
+    // A unit of one kv head reads its share of each cache row (of each 16-row tile of a tiled K):
     // pieces of 64-2,048 bytes far apart, which the hardware prefetchers do not follow. So the
     // block two on is fetched into L2 by hand (its keys below k_hi only: the block table ends
     // there).
@@ -208,13 +224,13 @@ void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int6
       const int64_t p = pf0 + i, row = pf_rows[i];
       if (!tiled || p % 16 == 0) {
         const char* k = static_cast<const char*>(a.k_cache) +
-                        esz * (tiled ? a.k_tile(row >> 4) + int64_t(kvh) * hd * 16
-                                     : row * a.row_elems() + kvh * a.slice_elems());
+                        esz * (tiled ? a.k_tile(row >> 4) + int64_t(g0) * hd * 16
+                                     : row * a.row_elems() + g0 * a.slice_elems());
         for (int64_t b = 0; b < k_bytes; b += 64) prefetch_linear(k + b);
         prefetch_linear(k + k_bytes - 1);
       }
       const char* v =
-          static_cast<const char*>(a.v_cache) + esz * (row * a.row_elems() + kvh * a.slice_elems());
+          static_cast<const char*>(a.v_cache) + esz * (row * a.row_elems() + g0 * a.slice_elems());
       for (int64_t b = 0; b < v_bytes; b += 64) prefetch_linear(v + b);
       prefetch_linear(v + v_bytes - 1);
     }
@@ -225,88 +241,110 @@ void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int6
     const bool half0 = js < 16;
     const bool half1 = nb > 16;
     cache_rows(a, s, j0 + js, nb - js, rows + js);
-    if (tiled) {
-      for (int hf = 0; hf < 2; ++hf) {
-        if (!(hf == 0 ? half0 : half1)) {
-          for (int d = 0; d < hd; ++d) std::fill_n(Kt + d * kKeys + 16 * hf, 16, 0.0f);
+    for (int g = g0; g < g1; ++g) {
+      const int64_t rg = (g - g0) * nrg;  // this kv head's rows [rg, rg + nrg)
+      if (tiled) {
+        for (int hf = 0; hf < 2; ++hf) {
+          if (!(hf == 0 ? half0 : half1)) {
+            for (int d = 0; d < hd; ++d) std::fill_n(Kt + d * kKeys + 16 * hf, 16, 0.0f);
+            continue;
+          }
+          const int64_t tile = rows[std::max(js, 16 * hf)] >> 4;
+          const uint16_t* src =
+              static_cast<const uint16_t*>(a.k_cache) + a.k_tile(tile) + int64_t(g) * hd * 16;
+          for (int d = 0; d < hd; ++d) {
+            const __m128i* p = reinterpret_cast<const __m128i*>(src + d * 16);
+            _mm256_store_ps(Kt + d * kKeys + 16 * hf, _mm256_cvtph_ps(_mm_loadu_si128(p)));
+            _mm256_store_ps(Kt + d * kKeys + 16 * hf + 8, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)));
+          }
+        }
+      } else {
+        if (js > 0 || nb < kKeys) std::fill(Kt, Kt + int64_t(hd) * kKeys, 0.0f);
+        thread_local std::vector<float> row;
+        row.resize(size_t(hd8));
+        for (int j = js; j < nb; ++j) {
+          widen_row(a, a.k_cache, rows[j], g, row.data(), hd8);
+          for (int d = 0; d < hd; ++d) Kt[d * kKeys + j] = row[size_t(d)];
+        }
+      }
+      for (int j = js; j < nb; ++j) widen_row(a, a.v_cache, rows[j], g, Vb + j * hd8, hd8);
+      // Scores, then each row's online-softmax step: its visible keys [lo, hi) of the block.
+      row_groups(nrg, [&](int64_t r, auto rr) {
+        constexpr int RR = decltype(rr)::value;
+        if (half0) scores_tile<RR>(Qs + (rg + r) * hd8, hd8, Kt, hd, 0, P + (rg + r) * kKeys);
+        if (half1) scores_tile<RR>(Qs + (rg + r) * hd8, hd8, Kt, hd, 16, P + (rg + r) * kKeys);
+      });
+      for (int64_t r = rg; r < rg + nrg; ++r) {
+        float* p = P + r * kKeys;
+        const int lo = int(std::max<int64_t>(first[size_t(r)] - j0, js));
+        const int hi = int(std::min<int64_t>(last[size_t(r)] - j0 + 1, nb));
+        if (lo >= hi) {  // no key of this block is visible to the row
+          std::fill_n(p, kKeys, 0.0f);
           continue;
         }
-        const int64_t g = rows[std::max(js, 16 * hf)] >> 4;
-        const uint16_t* src =
-            static_cast<const uint16_t*>(a.k_cache) + a.k_tile(g) + int64_t(kvh) * hd * 16;
-        for (int d = 0; d < hd; ++d) {
-          const __m128i* p = reinterpret_cast<const __m128i*>(src + d * 16);
-          _mm256_store_ps(Kt + d * kKeys + 16 * hf, _mm256_cvtph_ps(_mm_loadu_si128(p)));
-          _mm256_store_ps(Kt + d * kKeys + 16 * hf + 8, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)));
+        __m256 mask[4], sc[4];
+        __m256 bmax = neg_inf;
+        for (int c = 0; c < 4; ++c) {
+          const __m256i j = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * c));
+          mask[c] = _mm256_castsi256_ps(
+              _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), j),
+                                  _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), j)));
+          // Lanes outside [lo, hi) are never read: a half not computed holds old values.
+          sc[c] = _mm256_blendv_ps(
+              neg_inf, c * 8 < hi && c * 8 + 8 > lo ? _mm256_load_ps(p + 8 * c) : neg_inf, mask[c]);
+          bmax = _mm256_max_ps(bmax, sc[c]);
+        }
+        const float new_max = std::max(m[size_t(r)], hmax(bmax));
+        const float corr = std::exp(m[size_t(r)] - new_max);  // 0 on the row's first block
+        const __m256 nm = _mm256_set1_ps(new_max);
+        __m256 sum = _mm256_setzero_ps();
+        for (int c = 0; c < 4; ++c) {
+          const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(sc[c], nm)), mask[c]);
+          sum = _mm256_add_ps(sum, e);
+          _mm256_store_ps(p + 8 * c, e);
+        }
+        l[size_t(r)] = l[size_t(r)] * corr + hsum(sum);
+        m[size_t(r)] = new_max;
+        if (corr != 1.0f) {
+          float* o = O + r * hd8;
+          const __m256 cv = _mm256_set1_ps(corr);
+          for (int d = 0; d < hd8; d += 8)
+            _mm256_store_ps(o + d, _mm256_mul_ps(_mm256_load_ps(o + d), cv));
         }
       }
-    } else {
-      if (js > 0 || nb < kKeys) std::fill(Kt, Kt + int64_t(hd) * kKeys, 0.0f);
-      thread_local std::vector<float> row;
-      row.resize(size_t(hd8));
-      for (int j = js; j < nb; ++j) {
-        widen_row(a, a.k_cache, rows[j], kvh, row.data(), hd8);
-        for (int d = 0; d < hd; ++d) Kt[d * kKeys + j] = row[size_t(d)];
-      }
+      row_groups(nrg, [&](int64_t r, auto rr) {
+        constexpr int RR = decltype(rr)::value;
+        pv_rows<RR>(P + (rg + r) * kKeys, Vb, hd8, js, nb, O + (rg + r) * hd8);
+      });
     }
-    for (int j = js; j < nb; ++j) widen_row(a, a.v_cache, rows[j], kvh, Vb + j * hd8, hd8);
-    // Scores, then each row's online-softmax step: its visible keys [lo, hi) of the block.
-    row_groups(nr, [&](int64_t r, auto rr) {
-      constexpr int RR = decltype(rr)::value;
-      if (half0) scores_tile<RR>(Qs + r * hd8, hd8, Kt, hd, 0, P + r * kKeys);
-      if (half1) scores_tile<RR>(Qs + r * hd8, hd8, Kt, hd, 16, P + r * kKeys);
-    });
-    for (int64_t r = 0; r < nr; ++r) {
-      float* p = P + r * kKeys;
-      const int lo = int(std::max<int64_t>(first[size_t(r)] - j0, js));
-      const int hi = int(std::min<int64_t>(last[size_t(r)] - j0 + 1, nb));
-      if (lo >= hi) {  // no key of this block is visible to the row
-        std::fill_n(p, kKeys, 0.0f);
-        continue;
-      }
-      __m256 mask[4], sc[4];
-      __m256 bmax = neg_inf;
-      for (int c = 0; c < 4; ++c) {
-        const __m256i j = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * c));
-        mask[c] =
-            _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), j),
-                                                    _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), j)));
-        // Lanes outside [lo, hi) are never read: a half not computed holds old values.
-        sc[c] = _mm256_blendv_ps(
-            neg_inf, c * 8 < hi && c * 8 + 8 > lo ? _mm256_load_ps(p + 8 * c) : neg_inf, mask[c]);
-        bmax = _mm256_max_ps(bmax, sc[c]);
-      }
-      const float new_max = std::max(m[size_t(r)], hmax(bmax));
-      const float corr = std::exp(m[size_t(r)] - new_max);  // 0 on the row's first block
-      const __m256 nm = _mm256_set1_ps(new_max);
-      __m256 sum = _mm256_setzero_ps();
-      for (int c = 0; c < 4; ++c) {
-        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(sc[c], nm)), mask[c]);
-        sum = _mm256_add_ps(sum, e);
-        _mm256_store_ps(p + 8 * c, e);
-      }
-      l[size_t(r)] = l[size_t(r)] * corr + hsum(sum);
-      m[size_t(r)] = new_max;
-      if (corr != 1.0f) {
-        float* o = O + r * hd8;
-        const __m256 cv = _mm256_set1_ps(corr);
-        for (int d = 0; d < hd8; d += 8)
-          _mm256_store_ps(o + d, _mm256_mul_ps(_mm256_load_ps(o + d), cv));
-      }
-    }
-    row_groups(nr, [&](int64_t r, auto rr) {
-      constexpr int RR = decltype(rr)::value;
-      pv_rows<RR>(P + r * kKeys, Vb, hd8, js, nb, O + r * hd8);
-    });
   }
-  for (int64_t t = t0; t < t1; ++t)
-    for (int hh = 0; hh < group; ++hh) {
-      const int64_t r = (t - t0) * group + hh;
-      float* out = a.out + ((a.tok0(s) + t) * a.n_heads + kvh * group + hh) * hd;
-      const float inv = 1.0f / l[size_t(r)];
-      const float* o = O + r * hd8;
-      for (int d = 0; d < hd; ++d) out[d] = o[d] * inv;
-    }
+  const int64_t ps = attn_part_stride(hd), hdp = ps - 16;
+  for (int g = g0; g < g1; ++g)
+    for (int64_t t = t0; t < t1; ++t)
+      for (int hh = 0; hh < group; ++hh) {
+        const int64_t r = (g - g0) * nrg + (t - t0) * group + hh, h = g * group + hh;
+        const float* o = O + r * hd8;
+        if (part) {
+          float* dst = part + (t * a.n_heads + h) * ps;
+          std::copy_n(o, hd, dst);
+          dst[hdp] = m[size_t(r)];
+          dst[hdp + 1] = l[size_t(r)];
+          continue;
+        }
+        float* out = a.out + ((a.tok0(s) + t) * a.n_heads + h) * hd;
+        const float inv = 1.0f / l[size_t(r)];
+        for (int d = 0; d < hd; ++d) out[d] = o[d] * inv;
+      }
+}
+
+}  // namespace
+
+void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
+  attend(a, s, kvh, kvh + 1, t0, t1, 0, std::numeric_limits<int64_t>::max(), nullptr);
+}
+
+void attention_chunk_avx2(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part) {
+  attend(a, s, 0, a.n_kv_heads, 0, a.n_tok(s), k0, k1, part);
 }
 
 }  // namespace latprof::cpu::detail

@@ -380,6 +380,8 @@ inline int64_t attn_part_stride(int hd) {
   return 16 * ((hd + 15) / 16) + 16;
 }
 void attention_chunk_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
+// The same on AVX2 (attention_avx2.cpp), every cache type.
+void attention_chunk_avx2(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
 // The same on a bf16 cache with vdpbf16ps (attention_bf16_avx512.cpp; a.dot_bf16).
 void attention_chunk_bf16_avx512(const AttnArgs& a, int64_t s, int64_t k0, int64_t k1, float* part);
 // The same with GQA on an int8 cache with vpdpbusd scores (attention_i8_avx512.cpp; a.dot_i8).
