@@ -120,7 +120,8 @@ int64_t gemv_max_rows();
 // Whether the matmuls multiply INT8 weights in integer dot products (active ISA AVX-512 with
 // AVX512-VNNI): i8 as int8 x int16 (vpdpwssd, GEMV and GEMM), i8a8 as uint8 x int8 in the GEMV
 // (vpdpbusd) and as the same int8 values held in int16 in the GEMM (vpdpwssd). Otherwise in FP32
-// (i8a8 on the rounded activations).
+// (i8a8 on the rounded activations), but for the GEMV of i8 weights on AVX2, which rounds the
+// activations to the same int16 values and multiplies with vpmaddwd (gemv.cpp).
 bool gemv_int8_dot();
 // FP16 weights (every path: GEMV, GEMM, each ISA) multiply activations rounded to FP16, to nearest
 // even, with products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do; a row with
