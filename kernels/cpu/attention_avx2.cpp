@@ -1,9 +1,10 @@
-// AVX2 (with FMA and F16C) attention for one work unit: query tokens [t0, t1) of sequence s and
-// every query head of kv head kvh (attention.cpp's attention_unit_scalar, the same online softmax
-// over the same key blocks, blocked for 8-wide vectors). Per block of 32 keys the unit's K is
-// widened once into a dimension-major tile (a tiled16 fp16 cache is dimension-major already) and
-// its V into rows, both shared by all the unit's query rows; the scores are 4 rows x 16 keys of
-// multiply-adds a step, P·V 4 rows x 16 dimensions. The query rows are pre-scaled by 1/sqrt(hd).
+// AVX2 (with FMA and F16C) attention: a work unit of query tokens [t0, t1) of sequence s and every
+// query head of kv head kvh (attention.cpp's attention_unit_scalar, the same online softmax over
+// the same key blocks, blocked for 8-wide vectors), or a decode's chunk of keys for every head. Per
+// block of 32 keys the unit's K is widened once into a dimension-major tile (a tiled16 fp16 cache
+// is dimension-major already) and its V into rows, both shared by all the unit's query rows; the
+// scores are 4 rows x 16 keys of multiply-adds a step, P·V 4 rows x 16 dimensions. The query rows
+// are pre-scaled by 1/sqrt(hd).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -97,20 +98,27 @@ void scores_tile(const float* qs, int64_t ldq, const float* kt, int hd, int kh, 
   }
 }
 
-// O[i][d0 .. d0 + 8W) += sum over keys j in [j0, j1) of P[i][j] * V[j][d0 ..] for RR rows.
+// O[i][d0 .. d0 + 8W) += sum over keys j in [j0, j1) of P[i][j] * V[j][d0 ..] for RR rows
+// (j0 < j1: a do-while, as in scores_tile).
 template <int RR, int W>
 void pv_tile(const float* P, const float* vb, int hd8, int j0, int j1, float* O, int d0) {
   __m256 acc[RR][W];
+#pragma GCC unroll 4
   for (int i = 0; i < RR; ++i)
+#pragma GCC unroll 2
     for (int w = 0; w < W; ++w) acc[i][w] = _mm256_load_ps(O + i * hd8 + d0 + 8 * w);
-  for (int j = j0; j < j1; ++j) {
+  int j = j0;
+  do {
     __m256 v[W];
+#pragma GCC unroll 2
     for (int w = 0; w < W; ++w) v[w] = _mm256_load_ps(vb + j * hd8 + d0 + 8 * w);
+#pragma GCC unroll 4
     for (int i = 0; i < RR; ++i) {
       const __m256 pb = _mm256_broadcast_ss(P + i * kKeys + j);
+#pragma GCC unroll 2
       for (int w = 0; w < W; ++w) acc[i][w] = _mm256_fmadd_ps(pb, v[w], acc[i][w]);
     }
-  }
+  } while (++j < j1);
   for (int i = 0; i < RR; ++i)
     for (int w = 0; w < W; ++w) _mm256_store_ps(O + i * hd8 + d0 + 8 * w, acc[i][w]);
 }
@@ -141,10 +149,6 @@ void row_groups(int64_t n, F&& f) {
       break;
   }
 }
-
-}  // namespace
-
-namespace {
 
 // Query tokens [t0, t1) of sequence s, every query head of kv heads [g0, g1), keys [ka, kb) only.
 // part null: the rows' outputs, normalised, to a.out. Otherwise each row's online-softmax state
