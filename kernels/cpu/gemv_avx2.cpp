@@ -1,5 +1,6 @@
 // AVX2 GEMV: the same scheme as gemv_avx512.cpp with 8-wide vectors (fp16 via F16C vcvtph2ps,
-// int8 via vpmovsxbd + vcvtdq2ps); the last n_in % 8 weights of a row are done in scalar.
+// int8 via vpmovsxbd + vcvtdq2ps: W8A8's rounded activations; INT8 weights otherwise take the
+// W8A16 kernel below); the last n_in % 8 weights of a row are done in scalar.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -109,103 +110,68 @@ namespace {
 
 constexpr int64_t kFlushSteps = 128;
 
-// y[j * ldy + r + i] = xs[j] * scales[r + i] * sum_k w[r + i][k] q[j][k], i < R, j < M.
-template <int M, int R>
+// y[j * ldy + r + i] = xs[j] * scales[r + i] * sum_k w[r + i][k] q[j][k], i < R, j < M, with U
+// steps of 16 weights in flight (U sums a row and activation row).
+template <int M, int R, int U>
 void i16_block(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const float* xs,
                const float* scales, float* y, int64_t ldy, int64_t r) {
   const int8_t* wr = w + r * n;
-  const int64_t n16 = n / 16 * 16;
+  const int64_t nu = n / (16 * U) * (16 * U);
   __m256 fs[R][M];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < M; ++j) fs[i][j] = _mm256_setzero_ps();
-  for (int64_t k0 = 0; k0 < n16; k0 += 16 * kFlushSteps) {
-    const int64_t k1 = std::min(n16, k0 + 16 * kFlushSteps);
-    __m256i acc[R][M];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-      for (int j = 0; j < M; ++j) acc[i][j] = _mm256_setzero_si256();
-    int64_t k = k0;
-    do {  // k1 > k0: a loop GCC sees run keeps the sums in registers (gemm_avx2.cpp)
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        const __m256i wv =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i * n + k)));
-#pragma GCC unroll 8
-        for (int j = 0; j < M; ++j) {
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + j * ldq + k));
-          acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(wv, xv));
-        }
-      }
-      k += 16;
-    } while (k < k1);
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < M; ++j) fs[i][j] = _mm256_add_ps(fs[i][j], _mm256_cvtepi32_ps(acc[i][j]));
-  }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < M; ++j) {
-      int32_t tail = 0;  // the last n % 16 weights, exact
-      for (int64_t k = n16; k < n; ++k) tail += int32_t(wr[i * n + k]) * q[j * ldq + k];
-      y[j * ldy + r + i] = (hsum(fs[i][j]) + float(tail)) * xs[j] * scales[r + i];
-    }
-}
-
-// The same for one weight row and M activation rows, U steps of 16 weights in flight (U sums a
-// row): a thread's rows one after the other are one linear stream of weights.
-template <int M, int U>
-void i16_row(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const float* xs,
-             const float* scales, float* y, int64_t ldy, int64_t r) {
-  const int8_t* wr = w + r * n;
-  const int64_t nu = n / (16 * U) * (16 * U);
-  __m256 fs[M];
-  for (int j = 0; j < M; ++j) fs[j] = _mm256_setzero_ps();
   for (int64_t k0 = 0; k0 < nu; k0 += 16 * U * kFlushSteps) {
     const int64_t k1 = std::min(nu, k0 + 16 * U * kFlushSteps);
-    __m256i acc[U][M];
+    __m256i acc[U][R][M];
 #pragma GCC unroll 8
     for (int u = 0; u < U; ++u)
 #pragma GCC unroll 8
-      for (int j = 0; j < M; ++j) acc[u][j] = _mm256_setzero_si256();
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < M; ++j) acc[u][i][j] = _mm256_setzero_si256();
     int64_t k = k0;
-    do {  // k1 > k0 (as in i16_block)
+    do {  // k1 > k0: a loop GCC sees run keeps the sums in registers (gemm_avx2.cpp)
 #pragma GCC unroll 8
-      for (int u = 0; u < U; ++u) {
-        const __m256i wv = _mm256_cvtepi8_epi16(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + k + 16 * u)));
+      for (int u = 0; u < U; ++u)
 #pragma GCC unroll 8
-        for (int j = 0; j < M; ++j) {
-          const __m256i xv =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + j * ldq + k + 16 * u));
-          acc[u][j] = _mm256_add_epi32(acc[u][j], _mm256_madd_epi16(wv, xv));
+        for (int i = 0; i < R; ++i) {
+          const __m256i wv = _mm256_cvtepi8_epi16(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i * n + k + 16 * u)));
+#pragma GCC unroll 8
+          for (int j = 0; j < M; ++j) {
+            const __m256i xv =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + j * ldq + k + 16 * u));
+            acc[u][i][j] = _mm256_add_epi32(acc[u][i][j], _mm256_madd_epi16(wv, xv));
+          }
         }
-      }
       k += 16 * U;
     } while (k < k1);
     for (int u = 0; u < U; ++u)  // each sum to fp32 alone: two could overflow int32
-      for (int j = 0; j < M; ++j) fs[j] = _mm256_add_ps(fs[j], _mm256_cvtepi32_ps(acc[u][j]));
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < M; ++j)
+          fs[i][j] = _mm256_add_ps(fs[i][j], _mm256_cvtepi32_ps(acc[u][i][j]));
   }
-  for (int j = 0; j < M; ++j) {
-    int32_t tail = 0;  // the last n % (16 U) weights, exact
-    for (int64_t k = nu; k < n; ++k) tail += int32_t(wr[k]) * q[j * ldq + k];
-    y[j * ldy + r] = (hsum(fs[j]) + float(tail)) * xs[j] * scales[r];
-  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < M; ++j) {
+      int32_t tail = 0;  // the last n % (16 U) weights, exact
+      for (int64_t k = nu; k < n; ++k) tail += int32_t(wr[i * n + k]) * q[j * ldq + k];
+      y[j * ldy + r + i] = (hsum(fs[i][j]) + float(tail)) * xs[j] * scales[r + i];
+    }
 }
 
 template <int M>
 void i16_rows(const Weight& w, const int16_t* q, int64_t ldq, const float* xs, float* y, int64_t r0,
               int64_t r1) {
-  if constexpr (M <= 2) {
-    const auto* wd = static_cast<const int8_t*>(w.data);
-    for (int64_t r = r0; r < r1; ++r)
-      i16_row<M, 4>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
-    return;
-  }
-  // 16 ymm: R * M int32 sums (<= 8), R weight vectors or one, the activations where they fit.
-  constexpr int R = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  // 1-2 activation rows: one weight row at a time, 4 steps in flight, so a thread's rows are one
+  // linear stream of weights (blocks of 4 rows read four 2 KB streams side by side at 2,048
+  // columns: 5,632 x 2,048 from DRAM 1.29x so on AMD Zen 3). More rows: blocks of R weight rows
+  // (16 ymm: R * M int32 sums <= 8, a weight vector, the activations where they fit).
+  constexpr int R = M <= 2 ? 1 : M <= 4 ? 2 : 1;
+  constexpr int U = M <= 2 ? 4 : 1;
   const auto* wd = static_cast<const int8_t*>(w.data);
   int64_t r = r0;
-  for (; r + R <= r1; r += R) i16_block<M, R>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
-  for (; r < r1; ++r) i16_block<M, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
+  for (; r + R <= r1; r += R) i16_block<M, R, U>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
+  for (; r < r1; ++r) i16_block<M, 1, U>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
 }
 
 }  // namespace
@@ -219,10 +185,7 @@ void quantize_activations_i16_avx2(const float* x, int64_t m, int64_t n, int64_t
     int64_t k = 0;
     for (; k + 8 <= n; k += 8)
       mv = _mm256_max_ps(mv, _mm256_and_ps(_mm256_loadu_ps(xj + k), abs_mask));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float mx = _mm_cvtss_f32(m4);
+    float mx = hmax(mv);
     for (; k < n; ++k) mx = std::max(mx, std::fabs(xj[k]));
     const float s = mx > 0 ? mx / 32767.0f : 1.0f;
     const float inv = 1.0f / s;
