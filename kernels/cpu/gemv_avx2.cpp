@@ -110,12 +110,13 @@ namespace {
 
 constexpr int64_t kFlushSteps = 128;
 
-// y[j * ldy + r + i] = xs[j] * scales[r + i] * sum_k w[r + i][k] q[j][k], i < R, j < M, with U
-// steps of 16 weights in flight (U sums a row and activation row).
+// y[j * ldy + r + i rs] = xs[j] * scales[r + i rs] * sum_k w[r + i rs][k] q[j][k], i < R, j < M,
+// with U steps of 16 weights in flight (U sums a row and activation row): R rows rs apart.
 template <int M, int R, int U>
 void i16_block(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const float* xs,
-               const float* scales, float* y, int64_t ldy, int64_t r) {
+               const float* scales, float* y, int64_t ldy, int64_t r, int64_t rs = 1) {
   const int8_t* wr = w + r * n;
+  const int64_t ld = rs * n;
   const int64_t nu = n / (16 * U) * (16 * U);
   __m256 fs[R][M];
   for (int i = 0; i < R; ++i)
@@ -136,7 +137,7 @@ void i16_block(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const 
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) {
           const __m256i wv = _mm256_cvtepi8_epi16(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i * n + k + 16 * u)));
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i * ld + k + 16 * u)));
 #pragma GCC unroll 8
           for (int j = 0; j < M; ++j) {
             const __m256i xv =
@@ -154,22 +155,32 @@ void i16_block(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const 
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < M; ++j) {
       int32_t tail = 0;  // the last n % (16 U) weights, exact
-      for (int64_t k = nu; k < n; ++k) tail += int32_t(wr[i * n + k]) * q[j * ldq + k];
-      y[j * ldy + r + i] = (hsum(fs[i][j]) + float(tail)) * xs[j] * scales[r + i];
+      for (int64_t k = nu; k < n; ++k) tail += int32_t(wr[i * ld + k]) * q[j * ldq + k];
+      y[j * ldy + r + i * rs] = (hsum(fs[i][j]) + float(tail)) * xs[j] * scales[r + i * rs];
     }
 }
 
 template <int M>
 void i16_rows(const Weight& w, const int16_t* q, int64_t ldq, const float* xs, float* y, int64_t r0,
               int64_t r1) {
-  // 1-2 activation rows: one weight row at a time, 4 steps in flight, so a thread's rows are one
-  // linear stream of weights (blocks of 4 rows read four 2 KB streams side by side at 2,048
-  // columns: 5,632 x 2,048 from DRAM 1.29x so on AMD Zen 3). More rows: blocks of R weight rows
-  // (16 ymm: R * M int32 sums <= 8, a weight vector, the activations where they fit).
+  // 1-2 activation rows: the rows [r0, r1) cut into kStreams runs, read side by side one row of
+  // each at a time, so a thread reads kStreams linear streams of weights far apart. On AMD Zen 3
+  // (2 threads from DRAM, alternating) one linear stream read 21-28 GB/s where FP16's GEMV read
+  // 29-33; 4 streams ran 1.33-1.69x as fast as one, 2 streams 1.19-1.31x, 8 1.33-1.63x; 4 rows
+  // side by side (2 KB apart at 2,048 columns) 0.78x one (reports/cpu-kernels.md). The rows left
+  // over one at a time, 4 steps in flight. More activation rows: blocks of R weight rows (16 ymm:
+  // R * M int32 sums <= 8, a weight vector, the activations where they fit).
   constexpr int R = M <= 2 ? 1 : M <= 4 ? 2 : 1;
   constexpr int U = M <= 2 ? 4 : 1;
   const auto* wd = static_cast<const int8_t*>(w.data);
   int64_t r = r0;
+  if constexpr (M <= 2) {
+    constexpr int kStreams = 4;
+    const int64_t h = (r1 - r0) / kStreams;
+    for (; r < r0 + h; ++r)
+      i16_block<M, kStreams, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r, h);
+    r = r0 + kStreams * h;
+  }
   for (; r + R <= r1; r += R) i16_block<M, R, U>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
   for (; r < r1; ++r) i16_block<M, 1, U>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
 }
