@@ -417,6 +417,13 @@ void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n);
 // weight streams are (below).
 double read_sum_avx512(const float* p, size_t n, bool prefetch);
 double read_sum_avx2(const float* p, size_t n, bool prefetch);
+// The same n floats cut into kProbeStreams runs read side by side, a line of each in turn, as the
+// AVX2 W8A16 GEMV reads a thread's rows (gemv_avx2.cpp). On AMD Zen 3 (2 threads, 1 GiB) 4 runs
+// read 41-42 GB/s where one read 34-37 in the same minutes: the GEMV in 4 streams had read more
+// than the one-stream probe allowed (reports/cpu-kernels.md).
+constexpr int kProbeStreams = 4;
+double read_streams_avx512(const float* p, size_t n);
+double read_streams_avx2(const float* p, size_t n);
 // The read probe's software prefetch distance: the INT8 decode stream's (gemv_vnni_avx512.cpp).
 // On AMD Zen 4 (2 threads, 512 MiB, huge pages) a read prefetched 6 KB ahead into L2 ran
 // 1.04-1.08x a plain one when the memory read ~60 GB/s and 1.00-1.03x at ~35 GB/s

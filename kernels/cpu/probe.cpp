@@ -120,12 +120,14 @@ ProbeResult probe_read_bandwidth(size_t bytes, int repetitions) {
     const size_t i0 = n * tid / nt, i1 = n * (tid + 1) / nt;
     for (size_t i = i0; i < i1; ++i) p[i] = 1.0f;
   }
-  // Repetitions alternate a plain read with one that also prefetches each line into L2 ahead of
-  // its loads, as the decode GEMVs do (internal.hpp, kProbePrefetchBytes): the roof is the best
-  // read either way, so kernels are not held to a roof below what they reach.
+  // Repetitions take turns: a read of each thread's share in 4 runs side by side (as the AVX2
+  // W8A16 GEMV reads its rows; internal.hpp, kProbeStreams), a plain read, and one that also
+  // prefetches each line into L2 ahead of its loads, as the decode GEMVs do (kProbePrefetchBytes):
+  // the roof is the best read any way, so kernels are not held to a roof below what they reach.
   int rep = 0;
   return timed(repetitions, double(n * sizeof(float)), [&] {
-    const bool prefetch = rep++ % 2 == 0;
+    const int walk = rep++ % 3;
+    const bool prefetch = walk == 2;
     double sum = 0;
 #pragma omp parallel reduction(+ : sum)
     {
@@ -133,9 +135,11 @@ ProbeResult probe_read_bandwidth(size_t bytes, int repetitions) {
       const size_t i0 = n * tid / nt, i1 = n * (tid + 1) / nt;
       const float* q = p + i0;
       if (isa == Isa::avx512)
-        sum += detail::read_sum_avx512(q, i1 - i0, prefetch);
+        sum += walk == 0 ? detail::read_streams_avx512(q, i1 - i0)
+                         : detail::read_sum_avx512(q, i1 - i0, prefetch);
       else if (isa == Isa::avx2)
-        sum += detail::read_sum_avx2(q, i1 - i0, prefetch);
+        sum += walk == 0 ? detail::read_streams_avx2(q, i1 - i0)
+                         : detail::read_sum_avx2(q, i1 - i0, prefetch);
       else
         sum += read_sum_scalar(q, i1 - i0);
     }

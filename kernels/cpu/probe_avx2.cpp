@@ -29,6 +29,25 @@ double read_sum_avx2(const float* p, size_t n, bool prefetch) {
   return double(l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7] + tail);
 }
 
+double read_streams_avx2(const float* p, size_t n) {
+  constexpr int S = kProbeStreams;
+  __m256 s[2 * S];
+  for (auto& v : s) v = _mm256_setzero_ps();
+  const size_t h = n / S / 16 * 16;  // each run's floats, whole lines
+  for (size_t i = 0; i < h; i += 16)
+#pragma GCC unroll 4
+    for (int j = 0; j < S; ++j) {
+      s[2 * j] = _mm256_add_ps(s[2 * j], _mm256_loadu_ps(p + j * h + i));
+      s[2 * j + 1] = _mm256_add_ps(s[2 * j + 1], _mm256_loadu_ps(p + j * h + i + 8));
+    }
+  float tail = 0;
+  for (size_t i = S * h; i < n; ++i) tail += p[i];
+  for (int j = 1; j < 2 * S; ++j) s[0] = _mm256_add_ps(s[0], s[j]);
+  alignas(32) float l[8];
+  _mm256_store_ps(l, s[0]);
+  return double(l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7] + tail);
+}
+
 double fma_chains_avx2(int64_t iters) {
   __m256 a[12];
   for (int j = 0; j < 12; ++j) a[j] = _mm256_set1_ps(0.5f + 0.01f * float(j));

@@ -32,6 +32,23 @@ double read_sum_avx512(const float* p, size_t n, bool prefetch) {
   return double(_mm512_reduce_add_ps(s[0]) + tail);
 }
 
+double read_streams_avx512(const float* p, size_t n) {
+  constexpr int S = kProbeStreams;
+  __m512 s[2 * S];  // two lines of each run an iteration: 8 add chains
+  for (auto& v : s) v = _mm512_setzero_ps();
+  const size_t h = n / S / 32 * 32;  // each run's floats, whole pairs of lines
+  for (size_t i = 0; i < h; i += 32)
+#pragma GCC unroll 4
+    for (int j = 0; j < S; ++j) {
+      s[2 * j] = _mm512_add_ps(s[2 * j], _mm512_loadu_ps(p + j * h + i));
+      s[2 * j + 1] = _mm512_add_ps(s[2 * j + 1], _mm512_loadu_ps(p + j * h + i + 16));
+    }
+  float tail = 0;
+  for (size_t i = S * h; i < n; ++i) tail += p[i];
+  for (int j = 1; j < 2 * S; ++j) s[0] = _mm512_add_ps(s[0], s[j]);
+  return double(_mm512_reduce_add_ps(s[0]) + tail);
+}
+
 double fma_chains_avx512(int64_t iters) {
   // 24 independent FMA chains: 2 FMA ports x 4-cycle latency needs >= 8; 24 leaves slack.
   __m512 a[24];

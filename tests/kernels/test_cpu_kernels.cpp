@@ -1584,13 +1584,20 @@ TEST(Fill, QuantizeRows) {
 }
 
 // ---- machine probes (sanity only, not performance) ----------------------------------------------
-// The read probe's loops, plain and prefetched, read every element once: their sums are the sum
-// of the buffer (small integers: exact in fp32), whatever the length's remainder.
+// The read probe's loops, plain, prefetched and in kProbeStreams runs side by side, read every
+// element once: their sums are the sum of the buffer (small integers: exact in fp32), whatever
+// the length's remainder.
 TEST(Probe, ReadLoopsSumEveryElementWithOrWithoutPrefetch) {
   for (size_t n : {size_t(0), size_t(5), size_t(128), size_t(1000), size_t(4099), size_t(70001)}) {
     std::vector<float> v(n);
     double want = 0;
     for (size_t i = 0; i < n; ++i) want += double(v[i] = float(int(i % 7) - 3));
+    if (detected_isa() == Isa::avx512) {
+      EXPECT_EQ(detail::read_streams_avx512(v.data(), n), want) << n;
+    }
+    if (detected_isa() >= Isa::avx2) {
+      EXPECT_EQ(detail::read_streams_avx2(v.data(), n), want) << n;
+    }
     for (bool pf : {false, true}) {
       if (detected_isa() == Isa::avx512) {
         EXPECT_EQ(detail::read_sum_avx512(v.data(), n, pf), want) << n << " prefetch " << pf;
