@@ -82,10 +82,11 @@ int main(int argc, char** argv) {
     }
   }
   qsort(rate, (size_t)reps, sizeof(double), cmp_double);
-  printf("stream_read: bytes=%zu threads=%d best_GBps=%.2f median_GBps=%.2f best_1run_GBps=%.2f "
-         "best_4runs_GBps=%.2f reps=%d check=%.0f\n",
-         n * sizeof(double), omp_get_max_threads(), rate[reps - 1], rate[reps / 2], best[0],
-         best[1], reps, check);
+  printf(
+      "stream_read: bytes=%zu threads=%d best_GBps=%.2f median_GBps=%.2f best_1run_GBps=%.2f "
+      "best_4runs_GBps=%.2f reps=%d check=%.0f\n",
+      n * sizeof(double), omp_get_max_threads(), rate[reps - 1], rate[reps / 2], best[0], best[1],
+      reps, check);
   free(rate);
   free(a);
   return 0;
