@@ -78,14 +78,16 @@ void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
   const T* wd = static_cast<const T*>(w.data);
   const float* sc = int8_storage(w.type) ? w.scales : nullptr;
   int64_t r = r0;
-  if constexpr (M == 2) {
-    // 2 activation rows: the rows [r0, r1) in 4 runs read side by side, one row of each at a
-    // time (as the W8A16 kernel below reads 1-2 rows). AMD Zen 3, FP16 from DRAM (2 threads, 4 and
-    // 6 rounds alternating): 1.02-1.26x 4 adjacent rows a block on tinyllama-1.1b's and
-    // llama-2-7b's MLP shapes (reports/cpu-kernels.md). One row: not separable from the noise.
-    const int64_t h = (r1 - r0) / 4;
-    for (; r < r0 + h; ++r) block<T, M, 4, 1>(wd, x, w.n_in, y, w.n_out, r, sc, h);
-    r = r0 + 4 * h;
+  if constexpr (M >= 2 && M <= 4) {
+    // 2-4 activation rows: the rows [r0, r1) in S runs read side by side, one row of each at a
+    // time (S x M sums; as the W8A16 kernel below reads its rows), not S adjacent rows a block.
+    // AMD Zen 3, FP16 from DRAM (2 threads, alternating, tinyllama-1.1b's and llama-2-7b's MLP
+    // shapes): 2 rows in 4 runs 1.02-1.26x, 3-4 rows in 2 runs 1.15-1.47x (reports/cpu-kernels.md).
+    // One row: not separable from the noise.
+    constexpr int S = M == 2 ? 4 : 2;
+    const int64_t h = (r1 - r0) / S;
+    for (; r < r0 + h; ++r) block<T, M, S, 1>(wd, x, w.n_in, y, w.n_out, r, sc, h);
+    r = r0 + S * h;
   }
   if constexpr (M <= 4) {
     for (; r + R <= r1; r += R) block<T, M, R, U>(wd, x, w.n_in, y, w.n_out, r, sc);
