@@ -73,12 +73,12 @@ void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t
 template <class T, int M>
 void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
   // 16 ymm: accumulators <= 8-10, M activation vectors, one weight vector.
-  constexpr int R = M <= 2 ? 4 : 2;
-  constexpr int U = M == 1 ? 2 : 1;
   const T* wd = static_cast<const T*>(w.data);
   const float* sc = int8_storage(w.type) ? w.scales : nullptr;
   int64_t r = r0;
-  if constexpr (M >= 2 && M <= 4) {
+  if constexpr (M == 1) {  // 4 adjacent rows a block, 2 steps in flight
+    for (; r + 4 <= r1; r += 4) block<T, 1, 4, 2>(wd, x, w.n_in, y, w.n_out, r, sc);
+  } else if constexpr (M <= 4) {
     // 2-4 activation rows: the rows [r0, r1) in S runs read side by side, one row of each at a
     // time (S x M sums; as the W8A16 kernel below reads its rows), not S adjacent rows a block.
     // AMD Zen 3, FP16 from DRAM (2 threads, alternating, tinyllama-1.1b's and llama-2-7b's MLP
@@ -89,10 +89,7 @@ void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
     for (; r < r0 + h; ++r) block<T, M, S, 1>(wd, x, w.n_in, y, w.n_out, r, sc, h);
     r = r0 + S * h;
   }
-  if constexpr (M <= 4) {
-    for (; r + R <= r1; r += R) block<T, M, R, U>(wd, x, w.n_in, y, w.n_out, r, sc);
-  }
-  for (; r < r1; ++r) block<T, M, 1, U>(wd, x, w.n_in, y, w.n_out, r, sc);
+  for (; r < r1; ++r) block<T, M, 1, M == 1 ? 2 : 1>(wd, x, w.n_in, y, w.n_out, r, sc);
 }
 
 template <class T>
@@ -177,33 +174,21 @@ void i16_block(const int8_t* w, int64_t n, const int16_t* q, int64_t ldq, const 
 template <int M>
 void i16_rows(const Weight& w, const int16_t* q, int64_t ldq, const float* xs, float* y, int64_t r0,
               int64_t r1) {
-  // 1-2 activation rows: the rows [r0, r1) cut into kStreams runs, read side by side one row of
-  // each at a time, so a thread reads kStreams linear streams of weights far apart. On AMD Zen 3
-  // (2 threads from DRAM, alternating) one linear stream read 21-28 GB/s where FP16's GEMV read
-  // 29-33; 4 streams ran 1.33-1.69x as fast as one, 2 streams 1.19-1.31x, 8 1.33-1.63x; 4 rows
-  // side by side (2 KB apart at 2,048 columns) 0.78x one (reports/cpu-kernels.md). The rows left
-  // over one at a time, 4 steps in flight. More activation rows: blocks of R weight rows (16 ymm:
-  // R * M int32 sums <= 8, a weight vector, the activations where they fit).
-  constexpr int R = M <= 2 ? 1 : M <= 4 ? 2 : 1;
-  constexpr int U = M <= 2 ? 4 : 1;
+  // The rows [r0, r1) cut into S runs read side by side, one row of each at a time (S x M int32
+  // sums <= 8 in 16 ymm, a weight vector, the activations where they fit), so a thread reads S
+  // linear streams of weights far apart: 4 at 1-2 activation rows, 2 at 3-4, one from 5. On AMD
+  // Zen 3 (2 threads from DRAM, alternating) one linear stream read 21-28 GB/s where FP16's GEMV
+  // read 29-33; at 1-2 rows 4 streams ran 1.33-1.69x as fast as one, 2 streams 1.19-1.31x, 8
+  // 1.33-1.63x, and 4 adjacent rows a block (2 KB apart at 2,048 columns) 0.78x one; at 3-4 rows 2
+  // streams 1.05-1.66x 2 adjacent rows a block (reports/cpu-kernels.md). The rows left over one at
+  // a time (at 1-2 activation rows 4 steps in flight).
+  constexpr int S = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   const auto* wd = static_cast<const int8_t*>(w.data);
+  const int64_t h = (r1 - r0) / S;
   int64_t r = r0;
-  if constexpr (M <= 2) {
-    constexpr int kStreams = 4;
-    const int64_t h = (r1 - r0) / kStreams;
-    for (; r < r0 + h; ++r)
-      i16_block<M, kStreams, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r, h);
-    r = r0 + kStreams * h;
-  }
-  if constexpr (M == 3 || M == 4) {
-    // 2 runs side by side, R = 2 rows a block as before but far apart: 5,632 x 2,048 from DRAM
-    // 1.53-1.66x, 2,048 x 5,632 1.05-1.31x on AMD Zen 3 (4 rounds alternating).
-    const int64_t h = (r1 - r0) / 2;
-    for (; r < r0 + h; ++r) i16_block<M, 2, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r, h);
-    r = r0 + 2 * h;
-  }
-  for (; r + R <= r1; r += R) i16_block<M, R, U>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
-  for (; r < r1; ++r) i16_block<M, 1, U>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
+  for (; r < r0 + h; ++r) i16_block<M, S, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r, h);
+  for (r = r0 + S * h; r < r1; ++r)
+    i16_block<M, 1, M <= 2 ? 4 : 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
 }
 
 }  // namespace
