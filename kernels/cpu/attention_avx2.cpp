@@ -4,7 +4,9 @@
 // block of 32 keys the unit's K is widened once into a dimension-major tile (a tiled16 fp16 cache
 // is dimension-major already) and its V into rows, both shared by all the unit's query rows; the
 // scores are 4 rows x 16 keys of multiply-adds a step, P·V 4 rows x 16 dimensions. The query rows
-// are pre-scaled by 1/sqrt(hd).
+// are pre-scaled by 1/sqrt(hd). A unit of at most kDirectRows query rows (a decode's) reads an fp16
+// cache's K tiles and V rows in the multiply-adds instead (`vcvtph2ps` from memory): widened,
+// each block's K and V crossed the store and load ports once more for 1-8 rows.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,6 +23,19 @@ namespace latprof::cpu::detail {
 namespace {
 
 constexpr int kKeys = 32;  // keys per online-softmax block: two K tiles
+// Units of up to this many query rows convert an fp16 cache in the multiply-adds. On AMD Zen 3 (2
+// threads, from DRAM) tinyllama-1.1b's decode (8 rows a kv head) ran 1.5x and llama-2-7b's (one
+// row a head) 1.4x as fast at 2,000 positions; llama-2-7b's prefill units of 64 rows 0.85x
+// (each row group converting the block again), tinyllama's level (reports/cpu-kernels.md).
+constexpr int kDirectRows = 8;
+
+// 8 floats from a widened tile or row, or 8 fp16 values from the cache, converted.
+[[gnu::always_inline]] inline __m256 load8(const float* p) {
+  return _mm256_load_ps(p);
+}
+[[gnu::always_inline]] inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 // dst[0 .. hd8) = the (row, kv head kvh) slice of a row-major cache (K not tiled, or V) in fp32,
 // zeros from hd on.
@@ -68,10 +83,10 @@ inline void cache_rows(const AttnArgs& a, int64_t s, int64_t p0, int n, int64_t*
   }
 }
 
-// S[i][kh .. kh + 16) = qs[i] · K's keys kh .. kh + 15 (kt: dimension-major, kKeys apart) for RR
-// rows ldq apart.
-template <int RR>
-void scores_tile(const float* qs, int64_t ldq, const float* kt, int hd, int kh, float* S) {
+// S[i][kh .. kh + 16) = qs[i] · 16 keys for RR rows ldq apart; k: the keys dimension-major,
+// dimension d at k + d * ks (a widened tile, kKeys apart, or an fp16 cache tile, 16 apart).
+template <int RR, class T>
+void scores_tile(const float* qs, int64_t ldq, const T* k, int64_t ks, int hd, int kh, float* S) {
   __m256 acc[RR][2];
 #pragma GCC unroll 4
   for (int i = 0; i < RR; ++i) {
@@ -80,17 +95,16 @@ void scores_tile(const float* qs, int64_t ldq, const float* kt, int hd, int kh, 
   }
   // hd >= 1: a loop GCC knows to run keeps the accumulators in registers (with `for`, GCC 12
   // stored them to the stack every step).
-  const float* k = kt + kh;
   int d = 0;
   do {
-    const __m256 k0 = _mm256_load_ps(k), k1 = _mm256_load_ps(k + 8);
+    const __m256 k0 = load8(k), k1 = load8(k + 8);
 #pragma GCC unroll 4
     for (int i = 0; i < RR; ++i) {
       const __m256 qb = _mm256_broadcast_ss(qs + i * ldq + d);
       acc[i][0] = _mm256_fmadd_ps(qb, k0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(qb, k1, acc[i][1]);
     }
-    k += kKeys;
+    k += ks;
   } while (++d < hd);
   for (int i = 0; i < RR; ++i) {
     _mm256_store_ps(S + i * kKeys + kh, acc[i][0]);
@@ -98,10 +112,10 @@ void scores_tile(const float* qs, int64_t ldq, const float* kt, int hd, int kh, 
   }
 }
 
-// O[i][d0 .. d0 + 8W) += sum over keys j in [j0, j1) of P[i][j] * V[j][d0 ..] for RR rows
-// (j0 < j1: a do-while, as in scores_tile).
-template <int RR, int W>
-void pv_tile(const float* P, const float* vb, int hd8, int j0, int j1, float* O, int d0) {
+// O[i][d0 .. d0 + 8W) += sum over keys j in [j0, j1) of P[i][j] * V[j][d0 ..] for RR rows, V[j]
+// at v(j) (a widened row, or an fp16 cache row) (j0 < j1: a do-while, as in scores_tile).
+template <int RR, int W, class V>
+void pv_tile(const float* P, V v_row, int hd8, int j0, int j1, float* O, int d0) {
   __m256 acc[RR][W];
 #pragma GCC unroll 4
   for (int i = 0; i < RR; ++i)
@@ -109,9 +123,10 @@ void pv_tile(const float* P, const float* vb, int hd8, int j0, int j1, float* O,
     for (int w = 0; w < W; ++w) acc[i][w] = _mm256_load_ps(O + i * hd8 + d0 + 8 * w);
   int j = j0;
   do {
+    const auto* vr = v_row(j) + d0;
     __m256 v[W];
 #pragma GCC unroll 2
-    for (int w = 0; w < W; ++w) v[w] = _mm256_load_ps(vb + j * hd8 + d0 + 8 * w);
+    for (int w = 0; w < W; ++w) v[w] = load8(vr + 8 * w);
 #pragma GCC unroll 4
     for (int i = 0; i < RR; ++i) {
       const __m256 pb = _mm256_broadcast_ss(P + i * kKeys + j);
@@ -123,11 +138,12 @@ void pv_tile(const float* P, const float* vb, int hd8, int j0, int j1, float* O,
     for (int w = 0; w < W; ++w) _mm256_store_ps(O + i * hd8 + d0 + 8 * w, acc[i][w]);
 }
 
-template <int RR>
-void pv_rows(const float* P, const float* vb, int hd8, int j0, int j1, float* O) {
+// The dimensions [0, hd8) of pv_tile (hd8 a multiple of 8).
+template <int RR, class V>
+void pv_rows(const float* P, V v_row, int hd8, int j0, int j1, float* O) {
   int d0 = 0;
-  for (; d0 + 16 <= hd8; d0 += 16) pv_tile<RR, 2>(P, vb, hd8, j0, j1, O, d0);
-  if (d0 < hd8) pv_tile<RR, 1>(P, vb, hd8, j0, j1, O, d0);
+  for (; d0 + 16 <= hd8; d0 += 16) pv_tile<RR, 2>(P, v_row, hd8, j0, j1, O, d0);
+  if (d0 < hd8) pv_tile<RR, 1>(P, v_row, hd8, j0, j1, O, d0);
 }
 
 // f(RR) for the rows [0, n) in groups of up to 4: f(r, RR).
@@ -247,15 +263,24 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
     cache_rows(a, s, j0 + js, nb - js, rows + js);
     for (int g = g0; g < g1; ++g) {
       const int64_t rg = (g - g0) * nrg;  // this kv head's rows [rg, rg + nrg)
-      if (tiled) {
+      // A unit of few rows reads K's fp16 tiles and V's fp16 rows in the multiply-adds (ktile[hf]:
+      // the tile of half hf); the others widen them once into Kt and Vb.
+      const bool direct_k = tiled && nrg <= kDirectRows;
+      const bool direct_v = a.kv == KvType::f16 && hd % 8 == 0 && nrg <= kDirectRows;
+      const uint16_t* ktile[2] = {};
+      for (int hf = 0; hf < 2 && tiled; ++hf)
+        if (hf == 0 ? half0 : half1)
+          ktile[hf] = static_cast<const uint16_t*>(a.k_cache) +
+                      a.k_tile(rows[std::max(js, 16 * hf)] >> 4) + int64_t(g) * hd * 16;
+      const uint16_t* vrow[kKeys];
+      if (direct_k) {
+      } else if (tiled) {
         for (int hf = 0; hf < 2; ++hf) {
           if (!(hf == 0 ? half0 : half1)) {
             for (int d = 0; d < hd; ++d) std::fill_n(Kt + d * kKeys + 16 * hf, 16, 0.0f);
             continue;
           }
-          const int64_t tile = rows[std::max(js, 16 * hf)] >> 4;
-          const uint16_t* src =
-              static_cast<const uint16_t*>(a.k_cache) + a.k_tile(tile) + int64_t(g) * hd * 16;
+          const uint16_t* src = ktile[hf];
           for (int d = 0; d < hd; ++d) {
             const __m128i* p = reinterpret_cast<const __m128i*>(src + d * 16);
             _mm256_store_ps(Kt + d * kKeys + 16 * hf, _mm256_cvtph_ps(_mm_loadu_si128(p)));
@@ -271,12 +296,25 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
           for (int d = 0; d < hd; ++d) Kt[d * kKeys + j] = row[size_t(d)];
         }
       }
-      for (int j = js; j < nb; ++j) widen_row(a, a.v_cache, rows[j], g, Vb + j * hd8, hd8);
+      if (direct_v) {
+        for (int j = js; j < nb; ++j)
+          vrow[j] = static_cast<const uint16_t*>(a.v_cache) + rows[j] * a.row_elems() +
+                    g * a.slice_elems();
+      } else {
+        for (int j = js; j < nb; ++j) widen_row(a, a.v_cache, rows[j], g, Vb + j * hd8, hd8);
+      }
       // Scores, then each row's online-softmax step: its visible keys [lo, hi) of the block.
       row_groups(nrg, [&](int64_t r, auto rr) {
         constexpr int RR = decltype(rr)::value;
-        if (half0) scores_tile<RR>(Qs + (rg + r) * hd8, hd8, Kt, hd, 0, P + (rg + r) * kKeys);
-        if (half1) scores_tile<RR>(Qs + (rg + r) * hd8, hd8, Kt, hd, 16, P + (rg + r) * kKeys);
+        const float* qs = Qs + (rg + r) * hd8;
+        float* S = P + (rg + r) * kKeys;
+        for (int hf = 0; hf < 2; ++hf) {
+          if (!(hf == 0 ? half0 : half1)) continue;
+          if (direct_k)
+            scores_tile<RR>(qs, hd8, ktile[hf], 16, hd, 16 * hf, S);
+          else
+            scores_tile<RR>(qs, hd8, Kt + 16 * hf, kKeys, hd, 16 * hf, S);
+        }
       });
       for (int64_t r = rg; r < rg + nrg; ++r) {
         float* p = P + r * kKeys;
@@ -318,7 +356,14 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
       }
       row_groups(nrg, [&](int64_t r, auto rr) {
         constexpr int RR = decltype(rr)::value;
-        pv_rows<RR>(P + (rg + r) * kKeys, Vb, hd8, js, nb, O + (rg + r) * hd8);
+        if (direct_v)
+          pv_rows<RR>(
+              P + (rg + r) * kKeys, [&](int j) { return vrow[j]; }, hd8, js, nb,
+              O + (rg + r) * hd8);
+        else
+          pv_rows<RR>(
+              P + (rg + r) * kKeys, [&](int j) { return Vb + j * hd8; }, hd8, js, nb,
+              O + (rg + r) * hd8);
       });
     }
   }
