@@ -1133,6 +1133,10 @@ TEST_P(Kernels, AttentionTiledK) {
   check_attention({1, 4, 300, 320, 8, 2, 64, 1, f, t}, 104);    // each token sees only itself
   check_attention({2, 3, 200, 224, 6, 3, 40, 130, f, t}, 105);  // chunk merge under a window
   check_attention({2, 20, 100, 144, 4, 2, 40, 70, f, t}, 106);  // prefill under a window
+  // AVX2's 6-row tiles and their 5-row remainder: a group of 5 (a decode, K and V converted in
+  // the multiply-adds) and 11 tokens without GQA (widened).
+  check_attention({2, 1, 60, 80, 10, 2, 64, 0, f, t}, 107);
+  check_attention({1, 11, 20, 48, 2, 2, 40, 0, f, t}, 108);
 }
 
 // The same cache paged in blocks of bs positions, the physical blocks in a shuffled order: every
