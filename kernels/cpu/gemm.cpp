@@ -78,12 +78,14 @@ void gemm_group(const Weight* ws, int n, const float* x, int64_t m, float* const
   }
   if (active_isa() == Isa::avx512 && detail::same_input(ws, n))
     return detail::gemm_group_avx512(ws, n, x, m, ys);
+  if (active_isa() == Isa::avx2 && detail::same_input(ws, n))
+    return detail::gemm_group_avx2(ws, n, x, m, ys);
   for (int i = 0; i < n; ++i) {
     if (ws[i].n_out <= 0) continue;
     if (active_isa() == Isa::avx512)
       detail::gemm_group_avx512(ws + i, 1, x, m, ys + i);
     else if (active_isa() == Isa::avx2)
-      detail::gemm_avx2(ws[i], x, m, ys[i]);
+      detail::gemm_group_avx2(ws + i, 1, x, m, ys + i);
     else
       gemm_portable(ws[i], x, m, ys[i]);
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 #include "core/half.hpp"
 #include "kernels/cpu/internal.hpp"
@@ -144,14 +145,39 @@ void micro_kernel(const float* a, const float* b, int64_t kc, float* c, int64_t 
     for (int j = 0; j < nr; ++j) c[r * ldc + j] = tile[r][j] + (accumulate ? c[r * ldc + j] : 0.0f);
 }
 
+// Columns [n0, n0 + nc) of y = x W^T for one weight, its k slices in turn (ap: x packed).
 template <class T>
-void gemm_t(const Weight& w, const float* x, int64_t m, float* y) {
+void column_block(const Weight& w, const float* ap, int64_t m, int64_t n0, float* y, float* bp) {
   const T* wd = static_cast<const T*>(w.data);
   const float* scales = int8_storage(w.type) ? w.scales : nullptr;
-  const int64_t n_in = w.n_in, n_out = w.n_out;
+  const int64_t n_in = w.n_in, n_out = w.n_out, nc = std::min(NC, n_out - n0);
+  const int64_t panels = (m + MR - 1) / MR, mp = panels * MR;
+  for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
+    const int64_t kc = std::min(KC, n_in - k0);
+    pack_b(wd, scales, n_in, n_out, n0, nc, k0, kc, bp);
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+      const float* b = bp + (jr / NR) * kc * NR;
+      const int nr = int(std::min<int64_t>(NR, nc - jr));
+      for (int64_t ir = 0; ir < panels; ++ir) {
+        const int mr = int(std::min<int64_t>(MR, m - ir * MR));
+        micro_kernel(ap + k0 * mp + ir * kc * MR, b, kc, y + ir * MR * n_out + n0 + jr, n_out, mr,
+                     nr, k0 > 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_group_avx2(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
+  const int64_t n_in = ws[0].n_in;
   const int64_t panels = (m + MR - 1) / MR, mp = panels * MR;
   Aligned ap(size_t(mp * n_in));
-  const int64_t n_blocks = (n_out + NC - 1) / NC;
+  // The column blocks of every weight, one job each: one packing of x serves them all, and the
+  // threads share the group's blocks (tinyllama-1.1b's K and V, 256 columns each, are one block
+  // apiece: alone, each left a thread idle).
+  std::vector<int64_t> first(size_t(n) + 1, 0);  // weight i's jobs: [first[i], first[i + 1])
+  for (int i = 0; i < n; ++i) first[size_t(i) + 1] = first[size_t(i)] + (ws[i].n_out + NC - 1) / NC;
   SyncRegion sync;
 #pragma omp parallel
   {
@@ -160,34 +186,17 @@ void gemm_t(const Weight& w, const float* x, int64_t m, float* y) {
     sync.barrier();            // every panel packed before any is read
     Aligned bp(size_t(NC * KC));
 #pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t jb = 0; jb < n_blocks; ++jb) {
-      const int64_t n0 = jb * NC, nc = std::min(NC, n_out - n0);
-      for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
-        const int64_t kc = std::min(KC, n_in - k0);
-        pack_b(wd, scales, n_in, n_out, n0, nc, k0, kc, bp.p);
-        for (int64_t jr = 0; jr < nc; jr += NR) {
-          const float* b = bp.p + (jr / NR) * kc * NR;
-          const int nr = int(std::min<int64_t>(NR, nc - jr));
-          for (int64_t ir = 0; ir < panels; ++ir) {
-            const int mr = int(std::min<int64_t>(MR, m - ir * MR));
-            micro_kernel(ap.p + k0 * mp + ir * kc * MR, b, kc, y + ir * MR * n_out + n0 + jr, n_out,
-                         mr, nr, k0 > 0);
-          }
-        }
-      }
+    for (int64_t job = 0; job < first[size_t(n)]; ++job) {
+      const int i = int(std::upper_bound(first.begin(), first.end(), job) - first.begin()) - 1;
+      const int64_t n0 = (job - first[size_t(i)]) * NC;
+      if (ws[i].type == WType::f16)
+        column_block<uint16_t>(ws[i], ap.p, m, n0, ys[i], bp.p);
+      else
+        column_block<int8_t>(ws[i], ap.p, m, n0, ys[i], bp.p);
     }
     sync.done();
   }
   sync.finish();
-}
-
-}  // namespace
-
-void gemm_avx2(const Weight& w, const float* x, int64_t m, float* y) {
-  if (w.type == WType::f16)
-    gemm_t<uint16_t>(w, x, m, y);
-  else
-    gemm_t<int8_t>(w, x, m, y);
 }
 
 }  // namespace latprof::cpu::detail

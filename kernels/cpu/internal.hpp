@@ -325,7 +325,7 @@ inline bool same_input(const Weight* ws, int n) {
 // Whole blocked GEMM, all threads. The group form: n weights of the same n_in and type applied to
 // the same x (one packing of x, one parallel region).
 void gemm_group_avx512(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
-void gemm_avx2(const Weight& w, const float* x, int64_t m, float* y);
+void gemm_group_avx2(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
 
 // Attention over a paged KV cache for one work unit: query tokens [t0, t1) of sequence s (in
 // the step's order: global rows query_start[s] + t), every query head that shares kv head kvh.
