@@ -88,6 +88,19 @@ void rows(const Weight& w, const float* x, float* y, int64_t r0, int64_t r1) {
     const int64_t h = (r1 - r0) / S;
     for (; r < r0 + h; ++r) block<T, M, S, 1>(wd, x, w.n_in, y, w.n_out, r, sc, h);
     r = r0 + S * h;
+  } else {
+    // 5-8 activation rows: M x n floats of them (64 KB at 8 rows of 2,048) overflow the 32 KB L1,
+    // and one weight row at a time loaded all of them again from L2 per 8 weights. Now the rows in
+    // 2 runs, and the activation rows in two halves of at most 4: the second half reads the same
+    // two weight rows again, from L1 or L2 (8-22 KB in FP16 at tinyllama's shapes), so the weights
+    // stream from DRAM once and each 8 weights load at most 4 activation vectors.
+    constexpr int Ma = (M + 1) / 2, Mb = M - Ma;
+    const int64_t h = (r1 - r0) / 2, n = w.n_in, ldy = w.n_out;
+    for (; r < r0 + h; ++r) {
+      block<T, Ma, 2, 1>(wd, x, n, y, ldy, r, sc, h);
+      block<T, Mb, 2, 1>(wd, x + Ma * n, n, y + Ma * ldy, ldy, r, sc, h);
+    }
+    r = r0 + 2 * h;
   }
   for (; r < r1; ++r) block<T, M, 1, M == 1 ? 2 : 1>(wd, x, w.n_in, y, w.n_out, r, sc);
 }
