@@ -189,17 +189,28 @@ void i16_rows(const Weight& w, const int16_t* q, int64_t ldq, const float* xs, f
               int64_t r1) {
   // The rows [r0, r1) cut into S runs read side by side, one row of each at a time (S x M int32
   // sums <= 8 in 16 ymm, a weight vector, the activations where they fit), so a thread reads S
-  // linear streams of weights far apart: 4 at 1-2 activation rows, 2 at 3-4, one from 5. On AMD
+  // linear streams of weights far apart: 4 at 1-2 activation rows, 2 from 3. On AMD
   // Zen 3 (2 threads from DRAM, alternating) one linear stream read 21-28 GB/s where FP16's GEMV
   // read 29-33; at 1-2 rows 4 streams ran 1.33-1.69x as fast as one, 2 streams 1.19-1.31x, 8
   // 1.33-1.63x, and 4 adjacent rows a block (2 KB apart at 2,048 columns) 0.78x one; at 3-4 rows 2
-  // streams 1.05-1.66x 2 adjacent rows a block (reports/cpu-kernels.md). The rows left over one at
-  // a time (at 1-2 activation rows 4 steps in flight).
-  constexpr int S = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  // streams 1.05-1.66x 2 adjacent rows a block (reports/cpu-kernels.md). From 5 activation rows,
+  // 2 runs and the activation rows in two halves, as the FP16 kernel above reads them (2,048 x
+  // 5,632 1.22-1.33x, 5,632 x 2,048 level). The rows left over one at a time (at 1-2 activation
+  // rows 4 steps in flight).
+  constexpr int S = M <= 4 ? (M <= 2 ? 4 : 2) : 2;
   const auto* wd = static_cast<const int8_t*>(w.data);
   const int64_t h = (r1 - r0) / S;
   int64_t r = r0;
-  for (; r < r0 + h; ++r) i16_block<M, S, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r, h);
+  if constexpr (M <= 4) {
+    for (; r < r0 + h; ++r) i16_block<M, S, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r, h);
+  } else {
+    constexpr int Ma = (M + 1) / 2, Mb = M - Ma;
+    for (; r < r0 + h; ++r) {
+      i16_block<Ma, 2, 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r, h);
+      i16_block<Mb, 2, 1>(wd, w.n_in, q + Ma * ldq, ldq, xs + Ma, w.scales, y + Ma * w.n_out,
+                          w.n_out, r, h);
+    }
+  }
   for (r = r0 + S * h; r < r1; ++r)
     i16_block<M, 1, M <= 2 ? 4 : 1>(wd, w.n_in, q, ldq, xs, w.scales, y, w.n_out, r);
 }
