@@ -197,7 +197,7 @@ void i16_rows(const Weight& w, const int16_t* q, int64_t ldq, const float* xs, f
   // 2 runs and the activation rows in two halves, as the FP16 kernel above reads them (2,048 x
   // 5,632 1.22-1.33x, 5,632 x 2,048 level). The rows left over one at a time (at 1-2 activation
   // rows 4 steps in flight).
-  constexpr int S = M <= 4 ? (M <= 2 ? 4 : 2) : 2;
+  constexpr int S = M <= 2 ? 4 : 2;
   const auto* wd = static_cast<const int8_t*>(w.data);
   const int64_t h = (r1 - r0) / S;
   int64_t r = r0;
