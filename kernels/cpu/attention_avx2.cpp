@@ -3,7 +3,8 @@
 // the same key blocks, blocked for 8-wide vectors), or a decode's chunk of keys for every head. Per
 // block of 32 keys the unit's K is widened once into a dimension-major tile (a tiled16 fp16 cache
 // is dimension-major already) and its V into rows, both shared by all the unit's query rows; the
-// scores are 6 rows x 16 keys of multiply-adds a step, P·V 6 rows x 16 dimensions. The query rows
+// scores are 6 rows x 16 keys of multiply-adds a step, P·V 6 rows x 16 dimensions (1-2 rows: 32
+// keys, 32 dimensions for 2 rows, so that 8 multiply-adds are in flight). The query rows
 // are pre-scaled by 1/sqrt(hd). A unit of at most kDirectRows query rows (a decode's) reads an fp16
 // cache's K tiles and V rows in the multiply-adds instead (`vcvtph2ps` from memory): widened,
 // each block's K and V crossed the store and load ports once more for 1-8 rows.
@@ -83,33 +84,49 @@ inline void cache_rows(const AttnArgs& a, int64_t s, int64_t p0, int n, int64_t*
   }
 }
 
-// S[i][kh .. kh + 16) = qs[i] · 16 keys for RR rows ldq apart; k: the keys dimension-major,
-// dimension d at k + d * ks (a widened tile, kKeys apart, or an fp16 cache tile, 16 apart).
-template <int RR, class T>
-void scores_tile(const float* qs, int64_t ldq, const T* k, int64_t ks, int hd, int kh, float* S) {
-  __m256 acc[RR][2];
+// S[i][kh .. kh + 16 NH) = qs[i] · 16 NH keys for RR rows ldq apart; k0 (and k1, the second half's
+// tile, for NH = 2): the keys dimension-major, dimension d at k + d * ks (a widened tile, kKeys
+// apart, or an fp16 cache tile, 16 apart). DS sums over the dimensions (d, d + 1): hd % DS == 0.
+template <int RR, int NH, int DS, class T>
+void scores_tile(const float* qs, int64_t ldq, const T* k0, const T* k1, int64_t ks, int hd, int kh,
+                 float* S) {
+  constexpr int NV = 2 * NH;
+  __m256 acc[DS][RR][NV];
+#pragma GCC unroll 2
+  for (int s = 0; s < DS; ++s)
 #pragma GCC unroll 6
-  for (int i = 0; i < RR; ++i) {
-    acc[i][0] = _mm256_setzero_ps();
-    acc[i][1] = _mm256_setzero_ps();
-  }
+    for (int i = 0; i < RR; ++i)
+#pragma GCC unroll 4
+      for (int x = 0; x < NV; ++x) acc[s][i][x] = _mm256_setzero_ps();
   // hd >= 1: a loop GCC knows to run keeps the accumulators in registers (with `for`, GCC 12
   // stored them to the stack every step).
   int d = 0;
   do {
-    const __m256 k0 = load8(k), k1 = load8(k + 8);
+#pragma GCC unroll 2
+    for (int s = 0; s < DS; ++s) {
+      __m256 kv[NV];
+      kv[0] = load8(k0);
+      kv[1] = load8(k0 + 8);
+      if constexpr (NH == 2) {
+        kv[2] = load8(k1);
+        kv[3] = load8(k1 + 8);
+        k1 += ks;
+      }
+      k0 += ks;
 #pragma GCC unroll 6
-    for (int i = 0; i < RR; ++i) {
-      const __m256 qb = _mm256_broadcast_ss(qs + i * ldq + d);
-      acc[i][0] = _mm256_fmadd_ps(qb, k0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(qb, k1, acc[i][1]);
+      for (int i = 0; i < RR; ++i) {
+        const __m256 qb = _mm256_broadcast_ss(qs + i * ldq + d + s);
+#pragma GCC unroll 4
+        for (int x = 0; x < NV; ++x) acc[s][i][x] = _mm256_fmadd_ps(qb, kv[x], acc[s][i][x]);
+      }
     }
-    k += ks;
-  } while (++d < hd);
-  for (int i = 0; i < RR; ++i) {
-    _mm256_store_ps(S + i * kKeys + kh, acc[i][0]);
-    _mm256_store_ps(S + i * kKeys + kh + 8, acc[i][1]);
-  }
+  } while ((d += DS) < hd);
+  for (int i = 0; i < RR; ++i)
+    for (int x = 0; x < NV; ++x) {
+      __m256 sum = acc[0][i][x];
+      if constexpr (DS == 2) sum = _mm256_add_ps(sum, acc[1][i][x]);
+      _mm256_store_ps(S + i * kKeys + kh + 8 * x, sum);
+    }
 }
 
 // O[i][d0 .. d0 + 8W) += sum over keys j in [j0, j1) of P[i][j] * V[j][d0 ..] for RR rows, V[j]
@@ -119,18 +136,18 @@ void pv_tile(const float* P, V v_row, int hd8, int j0, int j1, float* O, int d0)
   __m256 acc[RR][W];
 #pragma GCC unroll 6
   for (int i = 0; i < RR; ++i)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int w = 0; w < W; ++w) acc[i][w] = _mm256_load_ps(O + i * hd8 + d0 + 8 * w);
   int j = j0;
   do {
     const auto* vr = v_row(j) + d0;
     __m256 v[W];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int w = 0; w < W; ++w) v[w] = load8(vr + 8 * w);
 #pragma GCC unroll 6
     for (int i = 0; i < RR; ++i) {
       const __m256 pb = _mm256_broadcast_ss(P + i * kKeys + j);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int w = 0; w < W; ++w) acc[i][w] = _mm256_fmadd_ps(pb, v[w], acc[i][w]);
     }
   } while (++j < j1);
@@ -138,10 +155,15 @@ void pv_tile(const float* P, V v_row, int hd8, int j0, int j1, float* O, int d0)
     for (int w = 0; w < W; ++w) _mm256_store_ps(O + i * hd8 + d0 + 8 * w, acc[i][w]);
 }
 
-// The dimensions [0, hd8) of pv_tile (hd8 a multiple of 8).
+// The dimensions [0, hd8) of pv_tile (hd8 a multiple of 8). Two rows take 32 dimensions a tile: 8
+// accumulators, the multiply-adds in flight that keep both FMA pipes busy (4 cycles' latency);
+// with 16, half of them waited. One row's tiles stay at 16: its V reads bound it, and 32 (in two
+// sums over the keys) ran 0.96-1.02x as fast from DRAM at llama-2-7b's heads.
 template <int RR, class V>
 void pv_rows(const float* P, V v_row, int hd8, int j0, int j1, float* O) {
   int d0 = 0;
+  if constexpr (RR == 2)
+    for (; d0 + 32 <= hd8; d0 += 32) pv_tile<RR, 4>(P, v_row, hd8, j0, j1, O, d0);
   for (; d0 + 16 <= hd8; d0 += 16) pv_tile<RR, 2>(P, v_row, hd8, j0, j1, O, d0);
   if (d0 < hd8) pv_tile<RR, 1>(P, v_row, hd8, j0, j1, O, d0);
 }
@@ -281,8 +303,7 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
           ktile[hf] = static_cast<const uint16_t*>(a.k_cache) +
                       a.k_tile(rows[std::max(js, 16 * hf)] >> 4) + int64_t(g) * hd * 16;
       const uint16_t* vrow[kKeys];
-      if (direct_k) {
-      } else if (tiled) {
+      if (tiled && !direct_k) {
         for (int hf = 0; hf < 2; ++hf) {
           if (!(hf == 0 ? half0 : half1)) {
             for (int d = 0; d < hd; ++d) std::fill_n(Kt + d * kKeys + 16 * hf, 16, 0.0f);
@@ -290,12 +311,11 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
           }
           const uint16_t* src = ktile[hf];
           for (int d = 0; d < hd; ++d) {
-            const __m128i* p = reinterpret_cast<const __m128i*>(src + d * 16);
-            _mm256_store_ps(Kt + d * kKeys + 16 * hf, _mm256_cvtph_ps(_mm_loadu_si128(p)));
-            _mm256_store_ps(Kt + d * kKeys + 16 * hf + 8, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)));
+            _mm256_store_ps(Kt + d * kKeys + 16 * hf, load8(src + d * 16));
+            _mm256_store_ps(Kt + d * kKeys + 16 * hf + 8, load8(src + d * 16 + 8));
           }
         }
-      } else {
+      } else if (!tiled) {
         if (js > 0 || nb < kKeys) std::fill(Kt, Kt + int64_t(hd) * kKeys, 0.0f);
         thread_local std::vector<float> row;
         row.resize(size_t(hd8));
@@ -316,12 +336,25 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
         constexpr int RR = decltype(rr)::value;
         const float* qs = Qs + (rg + r) * hd8;
         float* S = P + (rg + r) * kKeys;
+        // 1-2 rows take both halves in one pass, and one row two sums over the dimensions: 8
+        // accumulators, where 16 keys gave 2-4 and the multiply-adds waited on each other's
+        // results (4 cycles' latency, 2 a cycle on AMD Zen 3: 8 needed in flight).
+        if constexpr (RR <= 2) {
+          constexpr int DS = 3 - RR;
+          if (half0 && half1 && hd % DS == 0) {
+            if (direct_k)
+              scores_tile<RR, 2, DS>(qs, hd8, ktile[0], ktile[1], 16, hd, 0, S);
+            else
+              scores_tile<RR, 2, DS>(qs, hd8, Kt, Kt + 16, kKeys, hd, 0, S);
+            return;
+          }
+        }
         for (int hf = 0; hf < 2; ++hf) {
           if (!(hf == 0 ? half0 : half1)) continue;
           if (direct_k)
-            scores_tile<RR>(qs, hd8, ktile[hf], 16, hd, 16 * hf, S);
+            scores_tile<RR, 1, 1>(qs, hd8, ktile[hf], ktile[hf], 16, hd, 16 * hf, S);
           else
-            scores_tile<RR>(qs, hd8, Kt + 16 * hf, kKeys, hd, 16 * hf, S);
+            scores_tile<RR, 1, 1>(qs, hd8, Kt + 16 * hf, Kt + 16 * hf, kKeys, hd, 16 * hf, S);
         }
       });
       for (int64_t r = rg; r < rg + nrg; ++r) {
