@@ -30,14 +30,6 @@ constexpr int kKeys = 32;  // keys per online-softmax block: two K tiles
 // (each row group converting the block again), tinyllama's level (reports/cpu-kernels.md).
 constexpr int kDirectRows = 8;
 
-// 8 floats from a widened tile or row, or 8 fp16 values from the cache, converted.
-[[gnu::always_inline]] inline __m256 load8(const float* p) {
-  return _mm256_load_ps(p);
-}
-[[gnu::always_inline]] inline __m256 load8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
 // dst[0 .. hd8) = the (row, kv head kvh) slice of a row-major cache (K not tiled, or V) in fp32,
 // zeros from hd on.
 [[gnu::always_inline]] inline void widen_row(const AttnArgs& a, const void* cache, int64_t row,

@@ -7,6 +7,7 @@
 
 #include "core/half.hpp"
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/math_avx2.hpp"
 
 namespace latprof::cpu::detail {
 
@@ -21,9 +22,7 @@ void f32_to_f16_f16c(const float* src, uint16_t* dst, int64_t n) {
 
 void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src + i));
   for (; i < n; ++i) dst[i] = half_to_float(src[i]);
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/half.hpp"
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/math_avx2.hpp"
 
 namespace latprof::cpu::detail {
 namespace {
@@ -47,13 +48,6 @@ inline void transpose8(__m256 r[8]) {
   }
 }
 
-inline __m256 load8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256 load8(const int8_t* p) {
-  return _mm256_cvtepi32_ps(
-      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
 inline float to_f(uint16_t v) {
   return half_to_float(v);
 }

@@ -13,13 +13,6 @@
 namespace latprof::cpu::detail {
 namespace {
 
-inline __m256 load_w(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256 load_w(const int8_t* p) {
-  return _mm256_cvtepi32_ps(
-      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
 inline float to_f(uint16_t v) {
   return half_to_float(v);
 }
@@ -45,7 +38,7 @@ void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t
       __m256 xv[M];
       for (int j = 0; j < M; ++j) xv[j] = _mm256_loadu_ps(x + j * n + k + 8 * u);
       for (int i = 0; i < R; ++i) {
-        const __m256 wv = load_w(wr + i * ld + k + 8 * u);
+        const __m256 wv = load8(wr + i * ld + k + 8 * u);
         for (int j = 0; j < M; ++j) acc[u][i][j] = _mm256_fmadd_ps(wv, xv[j], acc[u][i][j]);
       }
     }
@@ -54,7 +47,7 @@ void block(const T* w, const float* x, int64_t n, float* y, int64_t ldy, int64_t
     __m256 xv[M];
     for (int j = 0; j < M; ++j) xv[j] = _mm256_loadu_ps(x + j * n + k);
     for (int i = 0; i < R; ++i) {
-      const __m256 wv = load_w(wr + i * ld + k);
+      const __m256 wv = load8(wr + i * ld + k);
       for (int j = 0; j < M; ++j) acc[0][i][j] = _mm256_fmadd_ps(wv, xv[j], acc[0][i][j]);
     }
   }

@@ -1,9 +1,24 @@
 #pragma once
-// 8-lane helpers for the files compiled with AVX2 flags (*_avx2.cpp): exp (the attention's
-// softmax and SwiGLU) and horizontal sums and maxima.
+// 8-lane helpers for the files compiled with AVX2 flags (*_avx2.cpp): 8 values of fp32, fp16 or
+// int8 loaded as floats, exp (the attention's softmax and SwiGLU), horizontal sums and maxima.
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace latprof::cpu::detail {
+
+// 8 values at p (any alignment) as floats: fp32, fp16 (F16C) or int8 (unscaled). One name for all
+// three, so that a kernel's template reads a widened fp32 copy or the stored type alike.
+[[gnu::always_inline]] inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+[[gnu::always_inline]] inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+[[gnu::always_inline]] inline __m256 load8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 
 // exp(x) over 8 floats: exp512's method (exp_avx512.hpp) with 2^n built in the exponent field.
 // NaN propagates; below -87.3 the result is ~1e-38.
