@@ -1,6 +1,8 @@
 // AVX2 blocked GEMM: the scheme of gemm_avx512.cpp with 8-wide vectors. Micro-kernel 6 x 16:
 // 12 ymm accumulators + 2 B vectors + 1 broadcast (15 of 16 registers). W is converted once per
-// KC x NC block into k-major 16-wide micro-panels with an in-register 8x8 transpose.
+// KC x NC block into k-major 16-wide micro-panels with an in-register 8x8 transpose. The packed x
+// is walked in row blocks of kMcPanels panels, each kept in L2 while every W micro-panel of the
+// block passes over it (the loops of BLIS's Goto scheme).
 #include <immintrin.h>
 #include <omp.h>
 
@@ -18,6 +20,9 @@ namespace {
 
 constexpr int MR = 6, NR = 16;
 constexpr int64_t KC = 256, NC = 256;
+// 72 rows: 72 KB of packed x a k slice, in L2 (512 KB on AMD Zen 3) beside the 256 KB W block.
+// Walked whole for each W micro-panel instead, x (512 KB at 500 rows) came from L3.
+constexpr int64_t kMcPanels = 12;
 
 struct Aligned {
   float* p = nullptr;
@@ -99,6 +104,12 @@ void pack_a(const float* x, int64_t m, int64_t n_in, float* dst) {
 
 void micro_kernel(const float* a, const float* b, int64_t kc, float* c, int64_t ldc, int mr, int nr,
                   bool accumulate) {
+  // The C tile read at the end: fetched now, so that its misses overlap the multiply-adds.
+  if (accumulate)
+    for (int r = 0; r < mr; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
+    }
   __m256 acc[MR][2];
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) {
@@ -149,13 +160,16 @@ void column_block(const Weight& w, const float* ap, int64_t m, int64_t n0, float
   for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
     const int64_t kc = std::min(KC, n_in - k0);
     pack_b(wd, scales, n_in, n_out, n0, nc, k0, kc, bp);
-    for (int64_t jr = 0; jr < nc; jr += NR) {
-      const float* b = bp + (jr / NR) * kc * NR;
-      const int nr = int(std::min<int64_t>(NR, nc - jr));
-      for (int64_t ir = 0; ir < panels; ++ir) {
-        const int mr = int(std::min<int64_t>(MR, m - ir * MR));
-        micro_kernel(ap + k0 * mp + ir * kc * MR, b, kc, y + ir * MR * n_out + n0 + jr, n_out, mr,
-                     nr, k0 > 0);
+    for (int64_t ib = 0; ib < panels; ib += kMcPanels) {
+      const int64_t ie = std::min(panels, ib + kMcPanels);
+      for (int64_t jr = 0; jr < nc; jr += NR) {
+        const float* b = bp + (jr / NR) * kc * NR;
+        const int nr = int(std::min<int64_t>(NR, nc - jr));
+        for (int64_t ir = ib; ir < ie; ++ir) {
+          const int mr = int(std::min<int64_t>(MR, m - ir * MR));
+          micro_kernel(ap + k0 * mp + ir * kc * MR, b, kc, y + ir * MR * n_out + n0 + jr, n_out, mr,
+                       nr, k0 > 0);
+        }
       }
     }
   }

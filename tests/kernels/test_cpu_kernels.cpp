@@ -259,6 +259,9 @@ TEST_P(Kernels, LinearOddShapes) {
     check_linear({t, 5, 1}, 9, seed++);
     check_linear({t, 257, 100}, 65, seed++);
     check_linear({t, 70, 513}, 130, seed++);
+    // The AVX2 GEMM walks x in row blocks of 72 rows (gemm_avx2.cpp kMcPanels): 155 rows make
+    // two whole blocks and a partial last panel, over two k slices.
+    check_linear({t, 40, 300}, 155, seed++);
     check_linear({t, 1, 31}, 2, seed++);
     check_linear({t, 61, 4113}, 33, seed++);  // three passes of the GEMV: 16 + 16 + 1
     check_linear({t, 13, 7}, 16, seed++);
