@@ -204,24 +204,27 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
   if (nr <= 0) return;
   const float scale = 1.0f / std::sqrt(float(hd));
   // One aligned buffer: scaled q and the output accumulators (nr x hd8 each), the probabilities
-  // (nr x kKeys), K dimension-major (hd x kKeys) and V by rows (kKeys x hd8).
+  // (nr x kKeys), K dimension-major (hd x kKeys), V by rows (kKeys x hd8) and each row's sum of
+  // probabilities in 8 lanes (nr x 8).
   thread_local AlignedFloats buf;
   const int64_t q_off = 0, o_off = nr * hd8, p_off = 2 * nr * hd8, k_off = p_off + nr * kKeys,
-                v_off = k_off + int64_t(hd) * kKeys, total = v_off + int64_t(kKeys) * hd8;
+                v_off = k_off + int64_t(hd) * kKeys, l_off = v_off + int64_t(kKeys) * hd8,
+                total = l_off + nr * 8;
   buf.reserve(size_t(total));
   float* const Qs = buf.p + q_off;
   float* const O = buf.p + o_off;
   float* const P = buf.p + p_off;
   float* const Kt = buf.p + k_off;
   float* const Vb = buf.p + v_off;
+  float* const L = buf.p + l_off;
   thread_local std::vector<int64_t> first_tl, last_tl;
-  thread_local std::vector<float> m_tl, l_tl;
+  thread_local std::vector<float> m_tl;
   auto &first = first_tl, &last = last_tl;
-  auto &m = m_tl, &l = l_tl;
+  auto& m = m_tl;
   first.resize(size_t(nr));
   last.resize(size_t(nr));
   m.assign(size_t(nr), -std::numeric_limits<float>::infinity());
-  l.assign(size_t(nr), 0.0f);
+  std::fill(L, L + nr * 8, 0.0f);
   const __m256 sv = _mm256_set1_ps(scale);
   int64_t k_lo = std::numeric_limits<int64_t>::max(), k_hi = 0;  // keys [k_lo, k_hi)
   for (int g = g0; g < g1; ++g)
@@ -357,35 +360,52 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
           std::fill_n(p, kKeys, 0.0f);
           continue;
         }
-        __m256 mask[4], sc[4];
+        // A block the row sees whole (all but a causal row's last, and a window's first) takes
+        // no masks: with them, they were a quarter of this loop's work.
+        const bool whole = lo == 0 && hi == kKeys;
+        __m256 mask[4] = {}, sc[4];  // mask: set and read only if !whole
         __m256 bmax = neg_inf;
-        for (int c = 0; c < 4; ++c) {
-          const __m256i j = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * c));
-          mask[c] = _mm256_castsi256_ps(
-              _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), j),
-                                  _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), j)));
-          // Lanes outside [lo, hi) are never read: a half not computed holds old values.
-          sc[c] = _mm256_blendv_ps(
-              neg_inf, c * 8 < hi && c * 8 + 8 > lo ? _mm256_load_ps(p + 8 * c) : neg_inf, mask[c]);
-          bmax = _mm256_max_ps(bmax, sc[c]);
+        if (whole) {
+          for (int c = 0; c < 4; ++c) {
+            sc[c] = _mm256_load_ps(p + 8 * c);
+            bmax = _mm256_max_ps(bmax, sc[c]);
+          }
+        } else {
+          for (int c = 0; c < 4; ++c) {
+            const __m256i j = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * c));
+            mask[c] = _mm256_castsi256_ps(
+                _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), j),
+                                    _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), j)));
+            // Lanes outside [lo, hi) are never read: a half not computed holds old values.
+            sc[c] = _mm256_blendv_ps(
+                neg_inf, c * 8 < hi && c * 8 + 8 > lo ? _mm256_load_ps(p + 8 * c) : neg_inf,
+                mask[c]);
+            bmax = _mm256_max_ps(bmax, sc[c]);
+          }
         }
-        const float new_max = std::max(m[size_t(r)], hmax(bmax));
-        const float corr = std::exp(m[size_t(r)] - new_max);  // 0 on the row's first block
+        const float old_max = m[size_t(r)], new_max = std::max(old_max, hmax(bmax));
         const __m256 nm = _mm256_set1_ps(new_max);
         __m256 sum = _mm256_setzero_ps();
+        for (int c = 0; c < 4; ++c) sc[c] = exp256(_mm256_sub_ps(sc[c], nm));
+        if (!whole)
+          for (int c = 0; c < 4; ++c) sc[c] = _mm256_and_ps(sc[c], mask[c]);
         for (int c = 0; c < 4; ++c) {
-          const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(sc[c], nm)), mask[c]);
-          sum = _mm256_add_ps(sum, e);
-          _mm256_store_ps(p + 8 * c, e);
+          sum = _mm256_add_ps(sum, sc[c]);
+          _mm256_store_ps(p + 8 * c, sc[c]);
         }
-        l[size_t(r)] = l[size_t(r)] * corr + hsum(sum);
+        // The sum of the row's probabilities stays in 8 lanes, added up once after the last
+        // block: reduced every block, it was a chain of dependent adds in each row's step.
+        float* lr = L + r * 8;
+        if (new_max == old_max) {  // most blocks past the first few: nothing to rescale
+          _mm256_store_ps(lr, _mm256_add_ps(_mm256_load_ps(lr), sum));
+          continue;
+        }
+        const __m256 cv = _mm256_set1_ps(std::exp(old_max - new_max));  // 0 on the first block
+        _mm256_store_ps(lr, _mm256_fmadd_ps(_mm256_load_ps(lr), cv, sum));
         m[size_t(r)] = new_max;
-        if (corr != 1.0f) {
-          float* o = O + r * hd8;
-          const __m256 cv = _mm256_set1_ps(corr);
-          for (int d = 0; d < hd8; d += 8)
-            _mm256_store_ps(o + d, _mm256_mul_ps(_mm256_load_ps(o + d), cv));
-        }
+        float* o = O + r * hd8;
+        for (int d = 0; d < hd8; d += 8)
+          _mm256_store_ps(o + d, _mm256_mul_ps(_mm256_load_ps(o + d), cv));
       }
       row_groups(nrg, [&](int64_t r, auto rr) {
         constexpr int RR = decltype(rr)::value;
@@ -406,15 +426,16 @@ void attend(const AttnArgs& a, int64_t s, int g0, int g1, int64_t t0, int64_t t1
       for (int hh = 0; hh < group; ++hh) {
         const int64_t r = (g - g0) * nrg + (t - t0) * group + hh, h = g * group + hh;
         const float* o = O + r * hd8;
+        const float l = hsum(_mm256_load_ps(L + r * 8));
         if (part) {
           float* dst = part + (t * a.n_heads + h) * ps;
           std::copy_n(o, hd, dst);
           dst[hdp] = m[size_t(r)];
-          dst[hdp + 1] = l[size_t(r)];
+          dst[hdp + 1] = l;
           continue;
         }
         float* out = a.out + ((a.tok0(s) + t) * a.n_heads + h) * hd;
-        const float inv = 1.0f / l[size_t(r)];
+        const float inv = 1.0f / l;
         for (int d = 0; d < hd; ++d) out[d] = o[d] * inv;
       }
 }
