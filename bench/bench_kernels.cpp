@@ -200,6 +200,32 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["ceiling_GFLOPs"] = ceiling * 1e-9;
 }
 
+// args: type (1 W8A16, 2 W8A8), n_out, n_in, m, amx: the INT8 GEMM with the AMX tiles on or off
+// (off, or no AMX here: the AVX512-VNNI GEMM); the counter int_ops counts a multiply-add as 2.
+void BM_GemmInt8(benchmark::State& state) {
+  const auto type = lc::WType(state.range(0));
+  const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
+  const bool amx = state.range(4) != 0;
+  if (amx && !lc::has_amx_int8()) {
+    state.SkipWithError("no AMX-INT8 on this CPU (or the OS refused the tile state)");
+    return;
+  }
+  lc::set_amx_enabled(amx);
+  const Matrix mat = make_matrix(type, n_out, n_in, 99);
+  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
+  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
+  const WallTimer timer;
+  for (auto _ : state) {
+    lc::gemm(mat.w, x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double dt = timer.seconds(), it = double(state.iterations());
+  lc::set_amx_enabled(true);
+  state.counters["GOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
+  state.counters["amx"] = lc::has_amx_int8() && amx ? 1 : 0;
+}
+
 // Times the GEMV (path 0) or the GEMM (path 1) of m activation rows over `copies` distinct
 // weight matrices, rotated so they come from DRAM; sets the GFLOPs counter, returns the weight
 // bytes streamed per second.
@@ -498,6 +524,13 @@ BENCHMARK(BM_GemvHot)
     ->UseRealTime();
 BENCHMARK(BM_Gemm)
     ->Apply([](benchmark::internal::Benchmark* b) { shapes(b, 500); })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_GemmInt8)
+    ->ArgsProduct({{1, 2}, {4096, 11008}, {4096}, {64, 500}, {0, 1}})
+    ->Args({1, 4096, 11008, 500, 0})
+    ->Args({1, 4096, 11008, 500, 1})
+    ->ArgNames({"type", "n_out", "n_in", "m", "amx"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_Crossover)

@@ -19,6 +19,7 @@
 #include <new>
 
 #include "kernels/cpu/internal.hpp"
+#include "kernels/cpu/transpose_avx512.hpp"
 #include "kernels/cpu/vnni_avx512.hpp"
 
 // GCC 12 reports _mm512_undefined_*() inside the intrinsics headers as uninitialised (a known
@@ -31,32 +32,6 @@ namespace {
 
 constexpr int MR = 14, NR = 32;
 constexpr int64_t KC = 256, NC = 256;
-
-// 16 x 16 transpose: r[i] lane j -> r[j] lane i.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  // u[4i + c], 128-bit lane L, holds rows 4i..4i+3 of column 4L + c.
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
-    r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
-  }
-}
 
 inline __m512 load_row(const uint16_t* p, __mmask16 k, float) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
@@ -335,6 +310,8 @@ void micro_kernel_i16(const int32_t* a, const int32_t* b, int64_t kcp, const flo
   }
 }
 
+}  // namespace
+
 // W8A8's rounding of one activation row (round_i8, internal.hpp) with q kept as int16: the same
 // q and s as every W8A8 path, so q times the int8 weights is exact in int32.
 void quantize_row_i8_as_i16(const float* x, int64_t n, int64_t ldq, int16_t* q, float* s) {
@@ -352,6 +329,8 @@ void quantize_row_i8_as_i16(const float* x, int64_t n, int64_t ldq, int16_t* q, 
   for (k = n; k < ldq; ++k) q[k] = 0;
   *s = sc;
 }
+
+namespace {
 
 // gemm_t for INT8 weights on VNNI: the activations rounded once (W8A16: to int16 with a step of
 // max|x| / 32767; W8A8, a8: to int8 as round_i8), then packed once.
@@ -427,6 +406,8 @@ void gemm_group_avx512(const Weight* ws, int n, const float* x, int64_t m, float
     const int nj = std::min(kMatmulGroupMax, n - j);
     if (ws[j].type == WType::f16)
       gemm_t<uint16_t>(ws + j, nj, x, m, ys + j);
+    else if (amx_int8_active())
+      gemm_i8_amx(ws + j, nj, x, m, ys + j, ws[j].type == WType::i8a8);
     else if (vnni)
       gemm_i8_vnni(ws + j, nj, x, m, ys + j, ws[j].type == WType::i8a8);
     else

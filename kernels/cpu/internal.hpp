@@ -72,6 +72,12 @@ void quantize_activations_i16(const float* x, int64_t m, int64_t n, int64_t ldx,
                               float* xs);
 void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const float* xs, int64_t m,
                        float* y, int64_t r0, int64_t r1);
+// W8A8's rounding (round_i8) of one activation row of n, as int16 in q (zero from n to ldq, a
+// multiple of 16), with its scale in *s (gemm_avx512.cpp): the AVX-512 GEMMs' W8A8 rows.
+void quantize_row_i8_as_i16(const float* x, int64_t n, int64_t ldq, int16_t* q, float* s);
+// INT8 weights on AMX-INT8 (gemm_amx_avx512.cpp; only where amx_int8_active()): ys[i] = x ·
+// ws[i]ᵀ for a group of one n_in, W8A8 (a8) or W8A16, the VNNI GEMM's values.
+void gemm_i8_amx(const Weight* ws, int n, const float* x, int64_t m, float* const* ys, bool a8);
 // The same on AVX2 without VNNI (gemv_avx2.cpp: vpmaddwd), and its quantisation (the same values).
 void quantize_activations_i16_avx2(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
                                    float* xs);

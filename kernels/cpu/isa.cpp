@@ -1,5 +1,11 @@
 // Instruction-set detection and the run-time switch every kernel dispatches on.
+#include <cpuid.h>
+
 #include <atomic>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "kernels/cpu/kernels.hpp"
 
@@ -53,6 +59,34 @@ const char* isa_name(Isa isa) {
 bool has_vnni() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+}
+
+bool has_amx_int8() {
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!((d >> 24) & 1u) || !((d >> 25) & 1u)) return false;  // AMX-TILE, AMX-INT8
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr int kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ok;
+}
+
+namespace {
+std::atomic<bool> g_amx_enabled{true};
+}  // namespace
+
+bool amx_int8_active() {
+  return active_isa() == Isa::avx512 && g_amx_enabled.load(std::memory_order_relaxed) &&
+         has_amx_int8();
+}
+
+void set_amx_enabled(bool on) {
+  g_amx_enabled.store(on, std::memory_order_relaxed);
 }
 
 namespace {

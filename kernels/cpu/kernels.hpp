@@ -16,6 +16,14 @@ void force_isa(Isa isa);  // tests and benchmarks: run a lower path; clamps to d
 const char* isa_name(Isa isa);
 bool has_vnni();         // AVX512-VNNI or AVX-VNNI present
 bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
+// AMX-TILE and AMX-INT8 present and the tile state granted by the OS (Linux: asked once with
+// arch_prctl(ARCH_REQ_XCOMP_PERM); a kernel or hypervisor that refuses it leaves AMX off).
+bool has_amx_int8();
+// Whether the GEMM (prefill) multiplies INT8 weights on the AMX tiles: has_amx_int8(), the active
+// ISA AVX-512, and not switched off (set_amx_enabled(false): tests and benchmarks compare both
+// ways; the decode's GEMVs never use AMX).
+bool amx_int8_active();
+void set_amx_enabled(bool on);
 // The decode's choices (GEMVs, attention) that measured opposite ways on the CPU vendors here
 // (both on 2 threads from DRAM; reports/cpu-kernels.md). By default they follow the CPU's vendor;
 // benchmarks and tests set them by hand, so one process compares both.

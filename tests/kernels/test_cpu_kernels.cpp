@@ -326,6 +326,47 @@ TEST_P(Kernels, LinearRowsInterleavedInFours) {
   }
 }
 
+// INT8 weights in the GEMM on the AMX tiles (gemm_amx_avx512.cpp) where the CPU has them, and the
+// VNNI GEMM there with AMX switched off, against the same reference (the other tests run the
+// GEMM with AMX on where it is present). The AMX GEMM's edges: row panels of 16 (15, 16, 17,
+// 33 rows), k slices of 512 in 64-byte steps (a partial step, two slices and a partial one),
+// C blocks of 32 columns (one tile of 16 or fewer, 17-31) and column blocks of 256, a group of
+// three weights sharing the rounded rows, and the rows interleaved in fours.
+TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
+  if (isa_ != Isa::avx512) GTEST_SKIP() << "the AMX and VNNI GEMMs are AVX-512 paths";
+  uint32_t seed = 1200;
+  for (const bool amx : {true, false}) {
+    if (amx && !has_amx_int8()) continue;  // said once below
+    set_amx_enabled(amx);
+    EXPECT_EQ(amx_int8_active(), amx);
+    for (WType t : {WType::i8, WType::i8a8}) {
+      for (const int64_t m : {15, 16, 17, 33}) check_linear({t, 48, 1024 + 64 + 5}, m, seed++);
+      check_linear({t, 16, 100}, 40, seed++);
+      check_linear({t, 7, 64}, 40, seed++);
+      check_linear({t, 290, 520}, 50, seed++);
+      check_linear({t, 20, 4096 + 192, true}, 40, seed++);
+    }
+    const LinearData d[3] = {make_weight({WType::i8, 40, 600}, seed++),
+                             make_weight({WType::i8, 300, 600}, seed++),
+                             make_weight({WType::i8, 17, 600}, seed++)};
+    const int64_t m = 37;
+    const std::vector<float> x = random_f32(size_t(m * 600), seed++);
+    const Weight ws[3] = {d[0].w, d[1].w, d[2].w};
+    std::vector<float> y[3], one[3];
+    float* ys[3];
+    for (int i = 0; i < 3; ++i) {
+      y[i].assign(size_t(m * ws[i].n_out), kNaN);
+      one[i].assign(y[i].size(), kNaN);
+      ys[i] = y[i].data();
+      gemm(ws[i], x.data(), m, one[i].data());
+    }
+    gemm_group(ws, 3, x.data(), m, ys);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], one[i]) << "weight " << i << " amx " << amx;
+  }
+  set_amx_enabled(true);
+  if (!has_amx_int8()) GTEST_SKIP() << "no AMX-INT8 here (or the OS refused the tile state)";
+}
+
 // The kernels' scratch buffers (the GEMV's activation copies among them) start on a 64-byte line
 // whatever their element type and size, and keep their memory while they are big enough.
 TEST(Kernels, AlignedScratch) {
