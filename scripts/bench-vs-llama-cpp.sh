@@ -164,5 +164,5 @@ if unmeasured:
     print(f"llama.cpp decode not measurable in {unmeasured} run(s): -pg took no longer than -p "
           "(the prompt's spread exceeds the generation); left out; raise OUTPUT")
 print("* llama.cpp GB/s = tok/s x model file size (weights only; latprof's column adds KV-cache reads)")
-print("** of the matmul roof the report judges the dtype against: FP16 the FP32 FMA peak, INT8 the int16 dot-product peak where measured (VNNI)")
+print("** of the matmul roof the report judges the dtype against: FP16 the FP32 FMA peak, INT8 the int16 dot-product peak where measured (VNNI), half the AMX INT8 tile peak where the GEMM uses the tiles")
 PY

@@ -37,8 +37,9 @@ namespace {
 constexpr int64_t kTileRows = 16, kTileBytes = 64, kTile = kTileRows * kTileBytes;
 constexpr int64_t NR = 32;  // output columns of a C block: two tiles
 constexpr int64_t KC = 512, NC = 256;
+static_assert(kAmxMaxIn * 255 * 127 < (int64_t(1) << 31), "lo·w must stay exact in int32");
+constexpr int64_t kPanelsPerJob = 16;  // row panels of a job: its int32 sums 512 KB (W8A16)
 static_assert(KC % kTileBytes == 0 && NC % NR == 0);
-static_assert(KC * 32767LL * 127 < (1LL << 31), "a slice's int32 sum must stay exact");
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -107,16 +108,25 @@ void round_row(const float* x, int64_t n_in, int64_t ldq, bool a8, int16_t* q16,
 }
 
 // One C block: rows [r0, r0 + 16) of A (hi, lo: ldq apart) times the B tiles b0 (and b1 when
-// two) over `steps` k steps from byte k0 of the rows; the int32 sums to c (four 16 x 16 tiles:
-// hi / int8 columns 0-15, 16-31, lo columns 0-15, 16-31).
+// two) over `steps` k steps from byte k0 of the rows, added to the int32 sums in c (four 16 x 16
+// tiles: hi / int8 columns 0-15, 16-31, lo columns 0-15, 16-31), which start at zero when first.
 template <bool kLo>
 void tile_block(const int8_t* hi, const uint8_t* lo, int64_t ldq, const int8_t* b0,
-                const int8_t* b1, bool two, int64_t steps, int32_t* c) {
-  _tile_zero(0);
-  _tile_zero(1);
-  if constexpr (kLo) {
-    _tile_zero(2);
-    _tile_zero(3);
+                const int8_t* b1, bool two, int64_t steps, int32_t* c, bool first) {
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(1);
+    if constexpr (kLo) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+  } else {
+    _tile_loadd(0, c, kTileBytes);
+    if (two) _tile_loadd(1, c + 256, kTileBytes);
+    if constexpr (kLo) {
+      _tile_loadd(2, c + 512, kTileBytes);
+      if (two) _tile_loadd(3, c + 768, kTileBytes);
+    }
   }
   for (int64_t s = 0; s < steps; ++s) {
     _tile_loadd(4, hi + s * kTileBytes, ldq);
@@ -140,33 +150,29 @@ void tile_block(const int8_t* hi, const uint8_t* lo, int64_t ldq, const int8_t* 
   }
 }
 
-// y rows [0, mr) of the block (ldy apart) (+)= the block's exact sums * sa[r] * sw[n], columns
-// [0, nr).
+// y rows [0, mr) of the block (ldy apart) = the block's sums * sa[r] * sw[n], columns [0, nr).
+// W8A16 (lo): 256 * hi + lo in fp32 (hi·w <= n_in * 128 * 127 and lo·w <= n_in * 255 * 127 each
+// exact in int32; their fp32 sum rounds once more).
 void store_block(const int32_t* c, bool lo, const float* sa, const float* sw, float* y, int64_t ldy,
-                 int mr, int nr, bool accumulate) {
+                 int mr, int nr) {
   const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32   ? __mmask16(0xffff)
                        : nr <= 16 ? 0
                                   : __mmask16((1u << (nr - 16)) - 1);
   const __m512 sw0 = _mm512_maskz_loadu_ps(m0, sw), sw1 = _mm512_maskz_loadu_ps(m1, sw + 16);
+  const __m512 k256 = _mm512_set1_ps(256.0f);
   for (int r = 0; r < mr; ++r) {
     // The second tile's sums exist only for nr > 16 (tile_block stores them then).
-    __m512i c0 = _mm512_load_si512(c + r * 16);
-    __m512i c1 = m1 ? _mm512_load_si512(c + 256 + r * 16) : _mm512_setzero_si512();
+    __m512 f0 = _mm512_cvtepi32_ps(_mm512_load_si512(c + r * 16));
+    __m512 f1 = m1 ? _mm512_cvtepi32_ps(_mm512_load_si512(c + 256 + r * 16)) : _mm512_setzero_ps();
     if (lo) {
-      c0 = _mm512_add_epi32(_mm512_slli_epi32(c0, 8), _mm512_load_si512(c + 512 + r * 16));
-      if (m1) c1 = _mm512_add_epi32(_mm512_slli_epi32(c1, 8), _mm512_load_si512(c + 768 + r * 16));
+      f0 = _mm512_fmadd_ps(f0, k256, _mm512_cvtepi32_ps(_mm512_load_si512(c + 512 + r * 16)));
+      if (m1)
+        f1 = _mm512_fmadd_ps(f1, k256, _mm512_cvtepi32_ps(_mm512_load_si512(c + 768 + r * 16)));
     }
     const __m512 s = _mm512_set1_ps(sa[r]);
-    float* yr = y + r * ldy;
-    __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(c0), _mm512_mul_ps(sw0, s));
-    __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(c1), _mm512_mul_ps(sw1, s));
-    if (accumulate) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, yr));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, yr + 16));
-    }
-    _mm512_mask_storeu_ps(yr, m0, v0);
-    _mm512_mask_storeu_ps(yr + 16, m1, v1);
+    _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_mul_ps(f0, _mm512_mul_ps(sw0, s)));
+    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_mul_ps(f1, _mm512_mul_ps(sw1, s)));
   }
 }
 
@@ -185,9 +191,10 @@ void gemm_i8_amx(const Weight* ws, int n, const float* x, int64_t m, float* cons
   auto* const hi = reinterpret_cast<int8_t*>(hi_cache.p);
   auto* const lo = a8 ? nullptr : reinterpret_cast<uint8_t*>(lo_cache.p);
   float* const xs = xs_cache.p;
+  const int64_t row_blocks = (panels + kPanelsPerJob - 1) / kPanelsPerJob;
   int64_t first_block[kMatmulGroupMax + 1] = {0};
   for (int i = 0; i < n; ++i) first_block[i + 1] = first_block[i] + (ws[i].n_out + NC - 1) / NC;
-  const int64_t n_blocks = first_block[n];
+  const int64_t n_jobs = first_block[n] * row_blocks;
   SyncRegion sync;
 #pragma omp parallel
   {
@@ -207,38 +214,47 @@ void gemm_i8_amx(const Weight* ws, int n, const float* x, int64_t m, float* cons
     }
     sync.barrier();  // every row rounded before any is read
     configure_tiles();
-    thread_local Aligned64<int8_t> bp;  // this thread's packed B block
-    thread_local Aligned64<int32_t> cbuf;
+    thread_local Aligned64<int8_t> bp;    // this thread's packed B block
+    thread_local Aligned64<int32_t> acc;  // its C blocks' int32 sums, 4 tiles a block
+    constexpr int64_t kPairs = NC / NR;
     bp.reserve(size_t(NC * KC));
-    cbuf.reserve(4 * 256);
+    acc.reserve(size_t(kPanelsPerJob * kPairs * 4 * 256));
 #pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t job = 0; job < n_blocks; ++job) {
+    for (int64_t job = 0; job < n_jobs; ++job) {
+      const int64_t cb = job / row_blocks, rb = job % row_blocks;
       int i = 0;
-      while (job >= first_block[i + 1]) ++i;
+      while (cb >= first_block[i + 1]) ++i;
       const Weight& w = ws[i];
       const int64_t n_out = w.n_out;
-      float* y = ys[i];
-      const int64_t n0 = (job - first_block[i]) * NC, nc = std::min(NC, n_out - n0);
+      const int64_t n0 = (cb - first_block[i]) * NC, nc = std::min(NC, n_out - n0);
+      const int64_t p0 = rb * kPanelsPerJob, p1 = std::min(panels, p0 + kPanelsPerJob);
+      auto block = [&](int64_t ir, int64_t jr) {
+        return acc.p + ((ir - p0) * kPairs + jr / NR) * 1024;
+      };
       for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
         const int64_t kc = std::min(KC, n_in - k0), steps = (kc + kTileBytes - 1) / kTileBytes;
         pack_b(w, n0, nc, k0, kc, bp.p);
         for (int64_t jr = 0; jr < nc; jr += NR) {
-          const int nr = int(std::min(NR, nc - jr));
           const int8_t* b0 = bp.p + (jr / 16) * steps * kTile;
-          const int8_t* b1 = b0 + steps * kTile;  // packed only when nr > 16
-          for (int64_t ir = 0; ir < panels; ++ir) {
+          const int8_t* b1 = b0 + steps * kTile;  // packed only when nc - jr > 16
+          const bool two = nc - jr > 16;
+          for (int64_t ir = p0; ir < p1; ++ir) {
             const int64_t r0 = ir * kTileRows;
-            const int mr = int(std::min(kTileRows, m - r0));
             if (a8)
-              tile_block<false>(hi + r0 * ldq + k0, nullptr, ldq, b0, b1, nr > 16, steps, cbuf.p);
+              tile_block<false>(hi + r0 * ldq + k0, nullptr, ldq, b0, b1, two, steps, block(ir, jr),
+                                k0 == 0);
             else
-              tile_block<true>(hi + r0 * ldq + k0, lo + r0 * ldq + k0, ldq, b0, b1, nr > 16, steps,
-                               cbuf.p);
-            store_block(cbuf.p, !a8, xs + r0, w.scales + n0 + jr, y + r0 * n_out + n0 + jr, n_out,
-                        mr, nr, k0 > 0);
+              tile_block<true>(hi + r0 * ldq + k0, lo + r0 * ldq + k0, ldq, b0, b1, two, steps,
+                               block(ir, jr), k0 == 0);
           }
         }
       }
+      for (int64_t jr = 0; jr < nc; jr += NR)
+        for (int64_t ir = p0; ir < p1; ++ir) {
+          const int64_t r0 = ir * kTileRows;
+          store_block(block(ir, jr), !a8, xs + r0, w.scales + n0 + jr, ys[i] + r0 * n_out + n0 + jr,
+                      n_out, int(std::min(kTileRows, m - r0)), int(std::min(NR, nc - jr)));
+        }
     }
     _tile_release();
     sync.done();

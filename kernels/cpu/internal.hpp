@@ -75,8 +75,10 @@ void gemv_rows_i8_vnni(const Weight& w, const int16_t* xq, int64_t ldx, const fl
 // W8A8's rounding (round_i8) of one activation row of n, as int16 in q (zero from n to ldq, a
 // multiple of 16), with its scale in *s (gemm_avx512.cpp): the AVX-512 GEMMs' W8A8 rows.
 void quantize_row_i8_as_i16(const float* x, int64_t n, int64_t ldq, int16_t* q, float* s);
-// INT8 weights on AMX-INT8 (gemm_amx_avx512.cpp; only where amx_int8_active()): ys[i] = x ·
-// ws[i]ᵀ for a group of one n_in, W8A8 (a8) or W8A16, the VNNI GEMM's values.
+// INT8 weights on AMX-INT8 (gemm_amx_avx512.cpp; only where amx_int8_active(), n_in <=
+// kAmxMaxIn): ys[i] = x · ws[i]ᵀ for a group of one n_in, W8A8 (a8) or W8A16, from the VNNI
+// GEMM's rounded activations. Its int32 sums over all of n_in stay exact up to kAmxMaxIn.
+inline constexpr int64_t kAmxMaxIn = 65536;
 void gemm_i8_amx(const Weight* ws, int n, const float* x, int64_t m, float* const* ys, bool a8);
 // The same on AVX2 without VNNI (gemv_avx2.cpp: vpmaddwd), and its quantisation (the same values).
 void quantize_activations_i16_avx2(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
@@ -440,6 +442,7 @@ double fma_chains_avx2(int64_t iters);         // 2 * 8 * 12 * iters FLOP
 int64_t dpbusd_chains_avx512(int64_t iters);   // 2 * 64 * 24 * iters op
 double dpbf16_chains_avx512(int64_t iters);    // 2 * 32 * 24 * iters FLOP (AVX512-BF16)
 int64_t dpwssd_chains_avx512(int64_t iters);   // 2 * 32 * 24 * iters op (AVX512-VNNI)
+int64_t tdpbssd_chains_amx(int64_t iters);     // 2 * 4 * 16 * 16 * 64 * iters op (AMX-INT8)
 int64_t dpbusd_chains_avxvnni(int64_t iters);  // 2 * 32 * 12 * iters op
 int64_t maddubs_chains_avx2(int64_t iters);    // 2 * 32 * 12 * iters op (no VNNI)
 

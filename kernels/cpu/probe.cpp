@@ -193,6 +193,11 @@ ProbeResult probe_int16_peak(int repetitions) {
   return peak(repetitions, 2.0 * 32 * 24, detail::dpwssd_chains_avx512);
 }
 
+ProbeResult probe_amx_int8_peak(int repetitions) {
+  if (!amx_int8_active()) return {};
+  return peak(repetitions, 2.0 * 4 * 16 * 16 * 64, detail::tdpbssd_chains_amx);
+}
+
 ProbeResult probe_int8_peak(int repetitions) {
   __builtin_cpu_init();
   const Isa isa = detected_isa();

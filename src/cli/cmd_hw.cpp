@@ -108,8 +108,15 @@ CommandFn add_hw_command(CLI::App& app) {
     row("memory read bandwidth", c.mem_bw_bytes_per_s, "B/s", ds.mem_bw_bytes_per_s);
     row("memory triad bandwidth", h.triad_bytes_per_s, "B/s", ds.mem_bw_bytes_per_s);
     row("FP32 FMA peak", c.vector_flops_per_s, "FLOP/s", ds.vector_flops_per_s);
-    row("INT8 dot-product peak", c.int8_ops_per_s, "OP/s", ds.int8_ops_per_s);
-    if (c.int16_ops_per_s > 0) row("INT16 dot-product peak", c.int16_ops_per_s, "OP/s", 0);
+    // Where the GEMM takes INT8 weights on the AMX tiles, the INT8 and INT16 roofs are the tiles'
+    // (host_ceilings.cpp): say so beside the figures.
+    const bool amx =
+        h.info.contains("amx_int8_peak") && h.info["amx_int8_peak"].value("best", 0.0) > 0;
+    row(amx ? "INT8 peak (AMX tiles)" : "INT8 dot-product peak", c.int8_ops_per_s, "OP/s",
+        ds.int8_ops_per_s);
+    if (c.int16_ops_per_s > 0)
+      row(amx ? "INT16 peak (AMX, hi + lo)" : "INT16 dot-product peak", c.int16_ops_per_s, "OP/s",
+          0);
     if (c.bf16_flops_per_s > 0) row("BF16 dot-product peak", c.bf16_flops_per_s, "FLOP/s", 0);
     std::printf("  %-26s %14s\n  %-26s %14s\n", "memory", fmt_bytes(c.memory_bytes).c_str(),
                 "last-level cache", fmt_bytes(c.cache_bytes).c_str());

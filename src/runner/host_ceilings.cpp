@@ -22,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when the probe changes so old cached figures are not reused.
-constexpr int kProbeVersion = 5;  // 3: the bf16 dot-product peak; 4: the int16 one; 5: the read
-                                  // prefetched as well
+constexpr int kProbeVersion = 6;  // 3: the bf16 dot-product peak; 4: the int16 one; 5: the read
+                                  // prefetched as well; 6: the AMX-INT8 tiles
 
 double llc_bytes() {
   double best = 0;
@@ -58,7 +58,7 @@ fs::path cache_file(int threads) {
   for (char& ch : cpu)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return dir / ("ceilings-" + cpu + "-t" + std::to_string(threads) + "-v" +
-                std::to_string(kProbeVersion) + ".json");
+                std::to_string(kProbeVersion) + (host_gemm_uses_amx() ? "-amx" : "") + ".json");
 }
 
 HostCeilings from_json(const nlohmann::json& j) {
@@ -118,6 +118,14 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
   c.int8_ops_per_s = probe.int8_peak.best;
   c.bf16_flops_per_s = probe.bf16_peak.best;
   c.int16_ops_per_s = probe.int16_peak.best;
+  // Where the GEMM runs INT8 weights on the AMX tiles, the matmul roofs are the tiles': W8A8 at
+  // the tile peak, W8A16 at half of it (two tile products, hi and lo bytes, per int16
+  // activation; gemm_amx_avx512.cpp). The GEMVs of a decode step still use the vector units, far
+  // below either roof's ridge.
+  if (probe.amx_int8_peak.best > 0) {
+    c.int8_ops_per_s = std::max(c.int8_ops_per_s, probe.amx_int8_peak.best);
+    c.int16_ops_per_s = std::max(c.int16_ops_per_s, 0.5 * probe.amx_int8_peak.best);
+  }
   c.memory_bytes = host_memory_total_bytes();
   c.cache_bytes = llc_bytes();
   h.triad_bytes_per_s = probe.triad_bandwidth.best;
@@ -149,6 +157,10 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
        probe_json(probe.bf16_peak, "FLOP/s", "bf16 dot-product chains (vdpbf16ps; 0: none)")},
       {"int16_peak",
        probe_json(probe.int16_peak, "op/s", "int16 dot-product chains (vpdpwssd; 0: none)")},
+      {"amx_int8_peak",
+       probe_json(probe.amx_int8_peak, "op/s",
+                  "AMX-INT8 tile products in registers (tdpbssd; 0: the GEMM does not use "
+                  "them); the INT8 roof, and half of it the W8A16 roof, where the GEMM does")},
       {"cache_bytes_source", "/sys/devices/system/cpu/cpu0/cache"},
       {"load_average_1min_before", load},
   };

@@ -1679,6 +1679,17 @@ TEST(Probe, ResultsArePositiveAndFinite) {
     ok(bf16, "bf16");
   else
     EXPECT_EQ(bf16.value, 0.0) << "a bf16 peak on a CPU without AVX512-BF16";
+  const ProbeResult amx = probe_amx_int8_peak(3);
+  if (amx_int8_active()) {
+    ok(amx, "amx int8");
+    // 16 x 16 x 64 multiply-adds an instruction: the tiles outrun the vector dot products.
+    EXPECT_GT(amx.value, probe_int8_peak(3).value) << "AMX below the vector int8 peak";
+  } else {
+    EXPECT_EQ(amx.value, 0.0) << "an AMX peak where the GEMM does not use the tiles";
+  }
+  set_amx_enabled(false);
+  EXPECT_EQ(probe_amx_int8_peak(1).value, 0.0) << "an AMX peak with the tiles switched off";
+  set_amx_enabled(true);
 }
 
 // The ping-pong of one cache line between two threads: a latency in nanoseconds (the lowest

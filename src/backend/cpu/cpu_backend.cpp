@@ -67,6 +67,14 @@ class CpuBackend final : public Backend {
              "products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do";
     const std::string rows = std::to_string(cpu::gemv_max_rows());
     const bool dot = cpu::gemv_int8_dot();
+    const bool amx = cpu::amx_int8_active();
+    if (t == WeightType::i8 && dot && amx)
+      return "int8 (W8A16) on the CPU: every matmul multiplies the int8 weights by activations "
+             "rounded to int16, one scale per row, in int32 sums: steps of up to " +
+             rows +
+             " rows with AVX512-VNNI vpdpwssd, larger steps (prefill) on the AMX tiles, each "
+             "int16 as its high and low bytes (two tile products); judged against half the AMX "
+             "INT8 peak";
     if (t == WeightType::i8)
       return dot ? "int8 (W8A16) on the CPU: every matmul multiplies the int8 weights by "
                    "activations rounded to int16, one scale per row, in int32 sums (AVX512-VNNI "
@@ -77,6 +85,11 @@ class CpuBackend final : public Backend {
                        "per row, in int32 sums (AVX2 vpmaddwd); larger steps (prefill) dequantise "
                        "the weights to FP32"
                  : "int8 (W8A16) on the CPU: weights dequantised to FP32 in every matmul";
+    if (dot && amx)
+      return "int8-w8a8 on the CPU: steps of up to " + rows +
+             " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd), larger "
+             "steps (prefill) on the AMX tiles (tdpbssd), all in exact int32 sums, judged against "
+             "the AMX INT8 peak";
     return dot ? "int8-w8a8 on the CPU: steps of up to " + rows +
                      " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd), "
                      "larger steps (prefill) the same int8 values held as int16 (vpdpwssd), all in "
@@ -94,7 +107,8 @@ class CpuBackend final : public Backend {
     std::ostringstream s;
     s << d.name << ", " << threads_ << " thread(s) of " << std::thread::hardware_concurrency()
       << ", kernels " << cpu::isa_name(cpu::active_isa())
-      << (cpu::has_vnni() ? " (VNNI present)" : "");
+      << (cpu::has_vnni() ? " (VNNI present)" : "")
+      << (cpu::amx_int8_active() ? " (AMX-INT8 tiles for the INT8 GEMM)" : "");
     d.details = s.str();
     return d;
   }
