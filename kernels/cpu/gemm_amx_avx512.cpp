@@ -1,23 +1,24 @@
 // AMX INT8 GEMM for prefill: y[m, n_out] = x[m, n_in] · Wᵀ for INT8 weights on the tile unit
-// (AMX-TILE and AMX-INT8: Intel Xeon since Sapphire Rapids), with the values of the AVX512-VNNI
-// GEMM (gemm_avx512.cpp): the same rounded activations, exact int32 sums per k slice, one fp32
-// conversion and scaling a slice.
+// (AMX-TILE and AMX-INT8: Intel Xeon since Sapphire Rapids), from the AVX512-VNNI GEMM's
+// rounded activations (gemm_avx512.cpp), in int32 sums over all of n_in.
 //
-// W8A8 (i8a8): each activation row rounded to int8 (round_i8); tdpbssd multiplies int8 by int8.
-// W8A16 (i8): rows rounded to int16 (quantize_activations_i16, step max|x| / 32767). The tiles
-// have no int16 products, so each q is split as q = 256 * hi + lo, hi = q >> 8 (int8) and
+// W8A8 (i8a8): each activation row rounded to int8 (round_i8); tdpbssd multiplies int8 by int8,
+// exact. W8A16 (i8): rows rounded to int16 (quantize_activations_i16, step max|x| / 32767). The
+// tiles have no int16 products, so each q is split as q = 256 * hi + lo, hi = q >> 8 (int8) and
 // lo = q & 255 (uint8): q·w = 256 * (hi·w) + lo·w, hi by tdpbssd and lo by tdpbusd, two tile
-// products where the VNNI GEMM spends one vpdpwssd lane.
+// products where the VNNI GEMM spends one vpdpwssd lane. hi·w and lo·w are each exact in int32
+// up to n_in = kAmxMaxIn; 256 * hi·w + lo·w is formed once in fp32 (one rounding more than the
+// VNNI GEMM's exact sums of 256-wide slices).
 //
 // Tiles are 16 rows of 64 bytes. A C block is 16 rows x 32 columns: tiles 0-1 (hi or int8 sums)
 // and 2-3 (lo sums), A in 4 (hi) and 5 (lo), B in 6-7 (16 k-quads x 16 columns, quad-major, as
-// the tile products read B). A thread takes NC = 256 output columns at a time; per KC = 512
-// slice of k it packs that block of W (128 KB, L2) once, then for each pair of B tile columns
-// (16 KB a slice, L1) walks all row panels of A, which tileloadd reads straight from the rounded
-// rows (ldq bytes apart): A needs no packing.
-//
-// Exactness: a slice sums at most 512 products |q w| <= 32767 * 127, 2.13e9 < 2^31, so
-// 256 * hi·w + lo·w computed with int32 wrap-around is the exact slice sum.
+// the tile products read B). A job is NC = 256 output columns of up to kPanelsPerJob row panels;
+// per KC = 512 slice of k it packs that block of W (128 KB, L2) once, then for each pair of B
+// tile columns (16 KB a slice, L1) walks the job's row panels of A, which tileloadd reads
+// straight from the rounded rows (ldq bytes apart: no packing), each block's sums loaded from and
+// stored back to the job's int32 scratch (tiles, not the fp32 output: 16 x 32 fp32 rows of y,
+// n_out apart, read and written back each slice took a third of the time). y is written once,
+// at the job's end.
 #include <immintrin.h>
 #include <omp.h>
 
