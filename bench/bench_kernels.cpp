@@ -178,11 +178,9 @@ void BM_GemvHot(benchmark::State& state) {
   state.counters["n_out"] = double(n_out);
 }
 
-// args: type, n_out, n_in, m
-void BM_Gemm(benchmark::State& state) {
-  const auto type = lc::WType(state.range(0));
-  const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
-  const double ceiling = fma_peak();
+// Times lc::gemm of m activation rows over one weight matrix of the shape (bytes processed: its
+// weights a call); returns its multiply-adds x 2 per second.
+double time_gemm(benchmark::State& state, lc::WType type, int64_t n_out, int64_t n_in, int64_t m) {
   const Matrix mat = make_matrix(type, n_out, n_in, 99);
   std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
   lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
@@ -193,37 +191,34 @@ void BM_Gemm(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const double dt = timer.seconds(), it = double(state.iterations());
-  const double flop = 2.0 * double(m * n_out * n_in);
   state.SetBytesProcessed(int64_t(weight_bytes(mat.w)) * state.iterations());
-  state.counters["GFLOPs"] = flop * it / dt * 1e-9;
-  state.counters["pct_fma_peak"] = 100.0 * flop * it / dt / ceiling;
+  return 2.0 * double(m * n_out * n_in) * it / dt;
+}
+
+// args: type, n_out, n_in, m
+void BM_Gemm(benchmark::State& state) {
+  const double ceiling = fma_peak();
+  const double rate =
+      time_gemm(state, lc::WType(state.range(0)), state.range(1), state.range(2), state.range(3));
+  state.counters["GFLOPs"] = rate * 1e-9;
+  state.counters["pct_fma_peak"] = 100.0 * rate / ceiling;
   state.counters["ceiling_GFLOPs"] = ceiling * 1e-9;
 }
 
 // args: type (1 W8A16, 2 W8A8), n_out, n_in, m, amx: the INT8 GEMM with the AMX tiles on or off
-// (off, or no AMX here: the AVX512-VNNI GEMM); the counter int_ops counts a multiply-add as 2.
+// (off: the AVX512-VNNI GEMM); the counter GOPs counts a multiply-add as 2.
 void BM_GemmInt8(benchmark::State& state) {
-  const auto type = lc::WType(state.range(0));
-  const int64_t n_out = state.range(1), n_in = state.range(2), m = state.range(3);
   const bool amx = state.range(4) != 0;
   if (amx && !lc::has_amx_int8()) {
     state.SkipWithError("no AMX-INT8 on this CPU (or the OS refused the tile state)");
     return;
   }
   lc::set_amx_enabled(amx);
-  const Matrix mat = make_matrix(type, n_out, n_in, 99);
-  std::vector<float> x(size_t(m * n_in)), y(size_t(m * n_out));
-  lc::fill_f32(x.data(), int64_t(x.size()), 7, 0.0f, 1.0f);
-  const WallTimer timer;
-  for (auto _ : state) {
-    lc::gemm(mat.w, x.data(), m, y.data());
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  const double dt = timer.seconds(), it = double(state.iterations());
+  const double rate =
+      time_gemm(state, lc::WType(state.range(0)), state.range(1), state.range(2), state.range(3));
   lc::set_amx_enabled(true);
-  state.counters["GOPs"] = 2.0 * double(m * n_out * n_in) * it / dt * 1e-9;
-  state.counters["amx"] = lc::has_amx_int8() && amx ? 1 : 0;
+  state.counters["GOPs"] = rate * 1e-9;
+  state.counters["amx"] = amx ? 1 : 0;
 }
 
 // Times the GEMV (path 0) or the GEMM (path 1) of m activation rows over `copies` distinct
