@@ -311,7 +311,11 @@ void describe(V& v, R& r) {
       {"FLOP/s", "matmul peak (on a CPU: the FP32 FMA peak the kernels run on)", kPositive});
     w("vector_flops_per_s", c.vector_flops_per_s,
       {"FLOP/s", "elementwise peak", kOptional | kMin0});
-    w("int8_ops_per_s", c.int8_ops_per_s, {"op/s", "INT8 peak; 0: none", kOptional | kMin0});
+    w("int8_ops_per_s", c.int8_ops_per_s,
+      {"op/s",
+       "INT8 peak (CPU: the int8 dot-product peak, or the AMX-INT8 tile peak where the GEMM uses "
+       "the tiles); 0: none",
+       kOptional | kMin0});
     w("bf16_flops_per_s", c.bf16_flops_per_s,
       {"FLOP/s",
        "CPU: the bf16 dot-product peak (vdpbf16ps), attention's roof on a bf16 KV cache where it "
@@ -319,8 +323,8 @@ void describe(V& v, R& r) {
        kOptional | kMin0});
     w("int16_ops_per_s", c.int16_ops_per_s,
       {"op/s",
-       "CPU: the int16 dot-product peak (vpdpwssd), the W8A16 (int8) matmuls' roof; 0: none or "
-       "not measured",
+       "CPU: the int16 dot-product peak (vpdpwssd), or half the AMX-INT8 tile peak where the "
+       "GEMM uses the tiles: the W8A16 (int8) matmuls' roof; 0: none or not measured",
        kOptional | kMin0});
     w("memory_bytes", c.memory_bytes, {"B", "memory capacity", kOptional | kMin0});
     w("cache_bytes", c.cache_bytes, {"B", "last-level cache", kOptional | kMin0});
