@@ -24,6 +24,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/amx_tiles_avx512.hpp"
 #include "kernels/cpu/internal.hpp"
 #include "kernels/cpu/transpose_avx512.hpp"
 
@@ -35,31 +36,11 @@
 namespace latprof::cpu::detail {
 namespace {
 
-constexpr int64_t kTileRows = 16, kTileBytes = 64, kTile = kTileRows * kTileBytes;
 constexpr int64_t NR = 32;  // output columns of a C block: two tiles
 constexpr int64_t KC = 512, NC = 256;
 static_assert(kAmxMaxIn * 255 * 127 < (int64_t(1) << 31), "lo·w must stay exact in int32");
 constexpr int64_t kPanelsPerJob = 16;  // row panels of a job: its int32 sums 512 KB (W8A16)
 static_assert(KC % kTileBytes == 0 && NC % NR == 0);
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-// Every tile 16 x 64 bytes (palette 1), on the calling thread.
-void configure_tiles() {
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = kTileBytes;
-    c.rows[t] = kTileRows;
-  }
-  _tile_loadconfig(&c);
-}
 
 // W rows [n0, n0 + nc) x columns [k0, k0 + kc) as B tiles: tile (j / 16, s) at
 // dst + ((j / 16) * steps + s) * kTile, its row q holding columns n0 + j .. + 15's four weights

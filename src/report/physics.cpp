@@ -244,7 +244,8 @@ void check_row(RunReport& r, const Row& row, const std::string& subject, bool ca
   if (!cache_resident && weights_cached_share > 0 && memory_bound && row.cost.weight_bytes > 0 &&
       row.time_ms < applicable) {
     dram_bytes -= weights_cached_share * row.cost.weight_bytes;
-    const double credited = std::max(compute_ms, dram_bytes / c.mem_bw_bytes_per_s * 1e3);
+    const double credited =
+        std::min(applicable, std::max(compute_ms, dram_bytes / c.mem_bw_bytes_per_s * 1e3));
     if (row.time_ms >= credited && weights_served) weights_served->push_back(subject);
     weights_in_cache = row.time_ms >= credited;
     weights_credited = true;

@@ -67,33 +67,29 @@ class CpuBackend final : public Backend {
              "products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do";
     const std::string rows = std::to_string(cpu::gemv_max_rows());
     const bool dot = cpu::gemv_int8_dot();
+    // Where the GEMM runs on the AMX tiles, steps past the GEMV's rows take them (and their roof).
     const bool amx = cpu::amx_int8_active();
-    if (t == WeightType::i8 && dot && amx)
-      return "int8 (W8A16) on the CPU: every matmul multiplies the int8 weights by activations "
-             "rounded to int16, one scale per row, in int32 sums: steps of up to " +
-             rows +
-             " rows with AVX512-VNNI vpdpwssd, larger steps (prefill) on the AMX tiles, each "
-             "int16 as its high and low bytes (two tile products); judged against half the AMX "
-             "INT8 peak";
     if (t == WeightType::i8)
       return dot ? "int8 (W8A16) on the CPU: every matmul multiplies the int8 weights by "
                    "activations rounded to int16, one scale per row, in int32 sums (AVX512-VNNI "
-                   "vpdpwssd), judged against the int16 dot-product peak"
+                   "vpdpwssd" +
+                       (amx ? "; steps of more than " + rows +
+                                  " rows on the AMX tiles, each int16 as its high and low bytes, "
+                                  "two tile products), judged against half the AMX INT8 peak"
+                            : std::string("), judged against the int16 dot-product peak"))
              : cpu::active_isa() == cpu::Isa::avx2
                  ? "int8 (W8A16) on the CPU: steps of up to " + rows +
                        " rows multiply the int8 weights by activations rounded to int16, one scale "
                        "per row, in int32 sums (AVX2 vpmaddwd); larger steps (prefill) dequantise "
                        "the weights to FP32"
                  : "int8 (W8A16) on the CPU: weights dequantised to FP32 in every matmul";
-    if (dot && amx)
-      return "int8-w8a8 on the CPU: steps of up to " + rows +
-             " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd), larger "
-             "steps (prefill) on the AMX tiles (tdpbssd), all in exact int32 sums, judged against "
-             "the AMX INT8 peak";
     return dot ? "int8-w8a8 on the CPU: steps of up to " + rows +
                      " rows multiply int8 weights by int8 activations (AVX512-VNNI vpdpbusd), "
-                     "larger steps (prefill) the same int8 values held as int16 (vpdpwssd), all in "
-                     "exact int32 sums, judged against the INT8 roof"
+                     "larger steps (prefill) " +
+                     (amx ? "on the AMX tiles (tdpbssd)"
+                          : "the same int8 values held as int16 (vpdpwssd)") +
+                     ", all in exact int32 sums, judged against the " +
+                     (amx ? "AMX INT8 peak" : "INT8 roof")
                : "int8-w8a8 on the CPU: no AVX512-VNNI here, so every matmul multiplies the "
                  "int8-rounded activations in FP32 FMAs, judged against the INT8 roof all the same";
   }
