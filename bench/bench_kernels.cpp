@@ -205,17 +205,18 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["ceiling_GFLOPs"] = ceiling * 1e-9;
 }
 
-// args: type (1 W8A16, 2 W8A8), n_out, n_in, m, amx: the INT8 GEMM with the AMX tiles on or off
-// (off: the AVX512-VNNI GEMM); the counter GOPs counts a multiply-add as 2.
-void BM_GemmInt8(benchmark::State& state) {
+// args: type (0 FP16, 1 W8A16, 2 W8A8), n_out, n_in, m, amx: the GEMM with the AMX tiles on or
+// off (off: the FMA GEMM for FP16, the AVX512-VNNI GEMM for INT8); the counter GOPs counts a
+// multiply-add as 2.
+void BM_GemmAmx(benchmark::State& state) {
+  const auto type = lc::WType(state.range(0));
   const bool amx = state.range(4) != 0;
-  if (amx && !lc::has_amx_int8()) {
-    state.SkipWithError("no AMX-INT8 on this CPU (or the OS refused the tile state)");
+  if (amx && !(type == lc::WType::f16 ? lc::has_amx_bf16() : lc::has_amx_int8())) {
+    state.SkipWithError("no AMX for this type on this CPU (or the OS refused the tile state)");
     return;
   }
   lc::set_amx_enabled(amx);
-  const double rate =
-      time_gemm(state, lc::WType(state.range(0)), state.range(1), state.range(2), state.range(3));
+  const double rate = time_gemm(state, type, state.range(1), state.range(2), state.range(3));
   lc::set_amx_enabled(true);
   state.counters["GOPs"] = rate * 1e-9;
   state.counters["amx"] = amx ? 1 : 0;
@@ -521,10 +522,12 @@ BENCHMARK(BM_Gemm)
     ->Apply([](benchmark::internal::Benchmark* b) { shapes(b, 500); })
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(BM_GemmInt8)
-    ->ArgsProduct({{1, 2}, {4096, 11008}, {4096}, {64, 500}, {0, 1}})
+BENCHMARK(BM_GemmAmx)
+    ->ArgsProduct({{0, 1, 2}, {4096, 11008}, {4096}, {64, 500}, {0, 1}})
     ->Args({1, 4096, 11008, 500, 0})
     ->Args({1, 4096, 11008, 500, 1})
+    ->Args({0, 4096, 11008, 500, 0})
+    ->Args({0, 4096, 11008, 500, 1})
     ->ArgNames({"type", "n_out", "n_in", "m", "amx"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -404,9 +404,10 @@ void gemm_group_avx512(const Weight* ws, int n, const float* x, int64_t m, float
   static const bool vnni = __builtin_cpu_supports("avx512vnni");
   for (int j = 0; j < n; j += kMatmulGroupMax) {
     const int nj = std::min(kMatmulGroupMax, n - j);
-    if (ws[j].type == WType::f16)
-      gemm_t<uint16_t>(ws + j, nj, x, m, ys + j);
-    else if (amx_int8_active() && ws[j].n_in <= kAmxMaxIn)
+    if (ws[j].type == WType::f16) {
+      if (!amx_f16_active() || !gemm_f16_amx(ws + j, nj, x, m, ys + j))
+        gemm_t<uint16_t>(ws + j, nj, x, m, ys + j);
+    } else if (amx_int8_active() && ws[j].n_in <= kAmxMaxIn)
       gemm_i8_amx(ws + j, nj, x, m, ys + j, ws[j].type == WType::i8a8);
     else if (vnni)
       gemm_i8_vnni(ws + j, nj, x, m, ys + j, ws[j].type == WType::i8a8);

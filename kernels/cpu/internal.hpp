@@ -80,6 +80,11 @@ void quantize_row_i8_as_i16(const float* x, int64_t n, int64_t ldq, int16_t* q, 
 // GEMM's rounded activations. Its int32 sums over all of n_in stay exact up to kAmxMaxIn.
 inline constexpr int64_t kAmxMaxIn = 65536;
 void gemm_i8_amx(const Weight* ws, int n, const float* x, int64_t m, float* const* ys, bool a8);
+// FP16 weights on AMX-BF16 (gemm_f16_amx_bf16_avx512.cpp; only where amx_f16_active()): ys[i] =
+// x · ws[i]ᵀ for a group of one n_in, x's rows already rounded to fp16 (gemm.cpp). Each value is
+// split into two bf16 exactly, four tile products; returns false, having written nothing, when a
+// row is not fp16 (then the FMA GEMM takes the call).
+bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* const* ys);
 // The same on AVX2 without VNNI (gemv_avx2.cpp: vpmaddwd), and its quantisation (the same values).
 void quantize_activations_i16_avx2(const float* x, int64_t m, int64_t n, int64_t ldx, int16_t* xq,
                                    float* xs);

@@ -61,11 +61,15 @@ bool has_vnni() {
   return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
 }
 
-bool has_amx_int8() {
-  static const bool ok = [] {
+namespace {
+
+// AMX-TILE and the given feature bit of CPUID.(7, 0):EDX present, and the tile state granted by
+// the OS (asked once).
+bool amx_feature(int edx_bit) {
+  static const bool tiles = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if (!((d >> 24) & 1u) || !((d >> 25) & 1u)) return false;  // AMX-TILE, AMX-INT8
+    if (!((d >> 24) & 1u)) return false;  // AMX-TILE
 #if defined(__linux__) && defined(SYS_arch_prctl)
     constexpr int kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
@@ -73,16 +77,32 @@ bool has_amx_int8() {
     return false;
 #endif
   }();
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return tiles && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> edx_bit) & 1u);
+}
+
+std::atomic<bool> g_amx_enabled{true};
+
+}  // namespace
+
+bool has_amx_int8() {
+  static const bool ok = amx_feature(25);
   return ok;
 }
 
-namespace {
-std::atomic<bool> g_amx_enabled{true};
-}  // namespace
+bool has_amx_bf16() {
+  static const bool ok = amx_feature(22) && has_avx512_bf16();
+  return ok;
+}
 
 bool amx_int8_active() {
   return active_isa() == Isa::avx512 && g_amx_enabled.load(std::memory_order_relaxed) &&
          has_amx_int8();
+}
+
+bool amx_f16_active() {
+  return active_isa() == Isa::avx512 && g_amx_enabled.load(std::memory_order_relaxed) &&
+         has_amx_bf16();
 }
 
 void set_amx_enabled(bool on) {

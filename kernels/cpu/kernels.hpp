@@ -19,10 +19,15 @@ bool has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps) present
 // AMX-TILE and AMX-INT8 present and the tile state granted by the OS (Linux: asked once with
 // arch_prctl(ARCH_REQ_XCOMP_PERM); a kernel or hypervisor that refuses it leaves AMX off).
 bool has_amx_int8();
+// AMX-TILE and AMX-BF16 (and AVX512-BF16, which splits the values) present and granted.
+bool has_amx_bf16();
 // Whether the GEMM (prefill) multiplies INT8 weights on the AMX tiles: has_amx_int8(), the active
 // ISA AVX-512, and not switched off (set_amx_enabled(false): tests and benchmarks compare both
 // ways; the decode's GEMVs never use AMX).
 bool amx_int8_active();
+// Whether the GEMM multiplies FP16 weights on the AMX-BF16 tiles (gemm_f16_amx_bf16_avx512.cpp):
+// has_amx_bf16(), the active ISA AVX-512, and not switched off (set_amx_enabled, as for INT8).
+bool amx_f16_active();
 void set_amx_enabled(bool on);
 // The decode's choices (GEMVs, attention) that measured opposite ways on the CPU vendors here
 // (both on 2 threads from DRAM; reports/cpu-kernels.md). By default they follow the CPU's vendor;

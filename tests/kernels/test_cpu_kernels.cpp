@@ -367,6 +367,83 @@ TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
   if (!has_amx_int8()) GTEST_SKIP() << "no AMX-INT8 here (or the OS refused the tile state)";
 }
 
+// FP16 weights in the GEMM on the AMX-BF16 tiles (gemm_f16_amx_bf16_avx512.cpp) where the CPU
+// has them, and the FMA GEMM there with AMX switched off, against the same reference. The tiles'
+// edges: row panels in pairs of 16 (33, 47, 64, 65 rows), k slices of 256 in 32-element steps (a
+// partial step, several slices and a partial one), C blocks of 32 columns (7, 16, 17, 48) and
+// column blocks of 256 (290), a group of three weights sharing the split rows. A row with an
+// element beyond fp16's range (kept in fp32 by the rounding, so not two bf16 exactly) and a row
+// with a NaN make the call fall back to the FMA GEMM: the same bits as with AMX off.
+TEST_P(Kernels, LinearF16GemmAmxOnAndOff) {
+  if (isa_ != Isa::avx512) GTEST_SKIP() << "the AMX and FMA GEMMs compared are AVX-512 paths";
+  uint32_t seed = 1300;
+  for (const bool amx : {true, false}) {
+    if (amx && !has_amx_bf16()) continue;  // said once below
+    set_amx_enabled(amx);
+    EXPECT_EQ(amx_f16_active(), amx);
+    for (const int64_t m : {33, 47, 64, 65})
+      check_linear({WType::f16, 48, 1024 + 64 + 5}, m, seed++);
+    check_linear({WType::f16, 16, 100}, 40, seed++);
+    check_linear({WType::f16, 7, 32}, 40, seed++);
+    check_linear({WType::f16, 17, 31}, 34, seed++);
+    check_linear({WType::f16, 290, 520}, 50, seed++);
+    check_linear({WType::f16, 20, 4096 + 192}, 40, seed++);
+    const LinearData d[3] = {make_weight({WType::f16, 40, 600}, seed++),
+                             make_weight({WType::f16, 300, 600}, seed++),
+                             make_weight({WType::f16, 17, 600}, seed++)};
+    const int64_t m = 37;
+    const std::vector<float> x = random_f32(size_t(m * 600), seed++);
+    const Weight ws[3] = {d[0].w, d[1].w, d[2].w};
+    std::vector<float> y[3], one[3];
+    float* ys[3];
+    for (int i = 0; i < 3; ++i) {
+      y[i].assign(size_t(m * ws[i].n_out), kNaN);
+      one[i].assign(y[i].size(), kNaN);
+      ys[i] = y[i].data();
+      gemm(ws[i], x.data(), m, one[i].data());
+    }
+    gemm_group(ws, 3, x.data(), m, ys);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], one[i]) << "weight " << i << " amx " << amx;
+  }
+  // Every product exact: x = w = 1 + 2^-8 (bf16 hi 1, lo 2^-8), 64 of them a row, so every
+  // partial sum (k + k 2^-7 + k 2^-16) and the sum 64 + 2^-1 + 2^-10 are exact in fp32 and y
+  // must be exactly that; a dropped lo x lo product (2^-16 each) misses it by 2^-10.
+  {
+    const int64_t m = 40, n_out = 20, n_in = 64;
+    const std::vector<uint16_t> wh(size_t(n_out * n_in), uint16_t(0x3C04));
+    const std::vector<float> x1(size_t(m * n_in), 1.0f + 0x1p-8f);
+    const Weight w{wh.data(), nullptr, WType::f16, n_out, n_in};
+    for (const bool amx : {true, false}) {
+      set_amx_enabled(amx);
+      std::vector<float> y(size_t(m * n_out), kNaN);
+      gemm(w, x1.data(), m, y.data());
+      for (float v : y) ASSERT_EQ(v, 64.0f + 0x1p-1f + 0x1p-10f) << "amx " << amx;
+    }
+  }
+  // Rows that are not fp16: the FMA GEMM's result, bit for bit, with or without AMX.
+  const LinearData d = make_weight({WType::f16, 70, 300}, seed++);
+  const int64_t m = 40;
+  std::vector<float> x = random_f32(size_t(m * 300), seed++);
+  x[5 * 300 + 17] = 1e6f;
+  check_linear({WType::f16, 70, 300}, m, 1399, x);
+  std::vector<float> on(size_t(m * 70), kNaN), off(on.size(), kNaN);
+  for (const bool nan : {false, true}) {
+    if (nan) x[9 * 300 + 3] = std::numeric_limits<float>::quiet_NaN();
+    set_amx_enabled(true);
+    gemm(d.w, x.data(), m, on.data());
+    set_amx_enabled(false);
+    gemm(d.w, x.data(), m, off.data());
+    for (size_t i = 0; i < on.size(); ++i) {
+      ASSERT_TRUE(std::memcmp(&on[i], &off[i], sizeof(float)) == 0) << i << " nan " << nan;
+    }
+    if (nan) {
+      EXPECT_TRUE(std::isnan(on[9 * 70]));
+    }
+  }
+  set_amx_enabled(true);
+  if (!has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 here (or the OS refused the tile state)";
+}
+
 // The kernels' scratch buffers (the GEMV's activation copies among them) start on a 64-byte line
 // whatever their element type and size, and keep their memory while they are big enough.
 TEST(Kernels, AlignedScratch) {
