@@ -448,6 +448,7 @@ int64_t dpbusd_chains_avx512(int64_t iters);   // 2 * 64 * 24 * iters op
 double dpbf16_chains_avx512(int64_t iters);    // 2 * 32 * 24 * iters FLOP (AVX512-BF16)
 int64_t dpwssd_chains_avx512(int64_t iters);   // 2 * 32 * 24 * iters op (AVX512-VNNI)
 int64_t tdpbssd_chains_amx(int64_t iters);     // 2 * 4 * 16 * 16 * 64 * iters op (AMX-INT8)
+int64_t tdpbf16ps_chains_amx(int64_t iters);   // 2 * 4 * 16 * 16 * 32 * iters FLOP (AMX-BF16)
 int64_t dpbusd_chains_avxvnni(int64_t iters);  // 2 * 32 * 12 * iters op
 int64_t maddubs_chains_avx2(int64_t iters);    // 2 * 32 * 12 * iters op (no VNNI)
 

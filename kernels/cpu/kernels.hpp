@@ -322,6 +322,9 @@ ProbeResult probe_int16_peak(int repetitions);
 // Peak AMX-INT8 tile throughput, op/s (2 per multiply-add, tdpbssd in registers); all zero where
 // the GEMM does not use the tiles (amx_int8_active() false).
 ProbeResult probe_amx_int8_peak(int repetitions);
+// Peak AMX-BF16 tile throughput, FLOP/s (2 per multiply-add, tdpbf16ps in registers); all zero
+// where the GEMM does not use the tiles for FP16 weights (amx_f16_active() false).
+ProbeResult probe_amx_bf16_peak(int repetitions);
 // One-way latency in ns of a cache line between the first two threads of a parallel region
 // (ping-pong on one line, up to 2,000 round trips or 20 ms a repetition): what each fork, join and
 // barrier of the thread pool waits for at least. value is the lowest repetition, median their

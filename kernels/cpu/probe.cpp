@@ -198,6 +198,11 @@ ProbeResult probe_amx_int8_peak(int repetitions) {
   return peak(repetitions, 2.0 * 4 * 16 * 16 * 64, detail::tdpbssd_chains_amx);
 }
 
+ProbeResult probe_amx_bf16_peak(int repetitions) {
+  if (!amx_f16_active()) return {};
+  return peak(repetitions, 2.0 * 4 * 16 * 16 * 32, detail::tdpbf16ps_chains_amx);
+}
+
 ProbeResult probe_int8_peak(int repetitions) {
   __builtin_cpu_init();
   const Isa isa = detected_isa();

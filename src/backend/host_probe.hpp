@@ -24,12 +24,13 @@ struct HostProbe {
   HostProbeFigure bf16_peak;        // FLOP/s, bf16 dot-product chains (0: no AVX512-BF16)
   HostProbeFigure int16_peak;       // op/s, int16 dot-product chains (0: no AVX512-VNNI)
   HostProbeFigure amx_int8_peak;    // op/s, AMX-INT8 tile products (0: the GEMM does not use them)
-  std::string isa;                  // the instruction set the kernels use
-  double seconds = 0;               // the probe's wall time
+  HostProbeFigure amx_bf16_peak;  // FLOP/s, AMX-BF16 tile products (0: the GEMM does not use them)
+  std::string isa;                // the instruction set the kernels use
+  double seconds = 0;             // the probe's wall time
 };
 
-// Whether the CPU backend's prefill GEMM multiplies INT8 weights on the AMX tiles here (the W8A8
-// and W8A16 roofs are then the tiles'; the probe's cache is kept apart).
+// Whether the CPU backend's prefill GEMM multiplies INT8 or FP16 weights on the AMX tiles here
+// (those matmuls' roofs are then the tiles'; the probe's cache is kept apart).
 bool host_gemm_uses_amx();
 // Runs the probe on `threads` OpenMP threads (restoring the previous count), each figure the best
 // of `repetitions`.

@@ -118,6 +118,8 @@ CommandFn add_hw_command(CLI::App& app) {
       row(amx ? "INT16 peak (AMX, hi + lo)" : "INT16 dot-product peak", c.int16_ops_per_s, "OP/s",
           0);
     if (c.bf16_flops_per_s > 0) row("BF16 dot-product peak", c.bf16_flops_per_s, "FLOP/s", 0);
+    if (c.f16_tile_flops_per_s > 0)
+      row("FP16 peak (AMX-BF16, 4x)", c.f16_tile_flops_per_s, "FLOP/s", 0);
     std::printf("  %-26s %14s\n  %-26s %14s\n", "memory", fmt_bytes(c.memory_bytes).c_str(),
                 "last-level cache", fmt_bytes(c.cache_bytes).c_str());
     // Not cached: on a VM it changes as the host moves the threads between core complexes.

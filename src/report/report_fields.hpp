@@ -326,6 +326,12 @@ void describe(V& v, R& r) {
        "CPU: the int16 dot-product peak (vpdpwssd), or half the AMX-INT8 tile peak where the "
        "GEMM uses the tiles: the W8A16 (int8) matmuls' roof; 0: none or not measured",
        kOptional | kMin0});
+    w("f16_tile_flops_per_s", c.f16_tile_flops_per_s,
+      {"FLOP/s",
+       "CPU: a quarter of the AMX-BF16 tile peak where the GEMM runs FP16 weights on the tiles "
+       "(four bf16 products per fp16 one): the FP16 matmuls' roof where it exceeds "
+       "matmul_flops_per_s; 0: none or not measured",
+       kOptional | kMin0});
     w("memory_bytes", c.memory_bytes, {"B", "memory capacity", kOptional | kMin0});
     w("cache_bytes", c.cache_bytes, {"B", "last-level cache", kOptional | kMin0});
     w("info", r.ceilings_info,

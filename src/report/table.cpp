@@ -190,6 +190,8 @@ std::string format_run_table(const RunReport& r) {
       << " before and " << fmt_rate(ci["read_bandwidth_after"].get<double>(), "B/s")
       << " after the run)";
   o << ", compute " << fmt_rate(r.ceilings.matmul_flops_per_s, "FLOP/s");
+  if (r.ceilings.f16_tile_flops_per_s > 0)
+    o << ", fp16 tiles " << fmt_rate(r.ceilings.f16_tile_flops_per_s, "FLOP/s");
   if (r.ceilings.int8_ops_per_s > 0) o << ", int8 " << fmt_rate(r.ceilings.int8_ops_per_s, "op/s");
   o << "\n\n";
 

@@ -10,6 +10,8 @@ namespace latprof {
 double Ceilings::matmul_peak(const Precision& p) const {
   if (p.weights == WeightFormat::int8_w8a8 && int8_ops_per_s > 0) return int8_ops_per_s;
   if (p.weights == WeightFormat::int8_w8a16 && int16_ops_per_s > 0) return int16_ops_per_s;
+  if (p.weights == WeightFormat::f16 && f16_tile_flops_per_s > 0)
+    return std::max(f16_tile_flops_per_s, matmul_flops_per_s);
   return matmul_flops_per_s;
 }
 
@@ -35,6 +37,7 @@ nlohmann::json ceilings_to_json(const Ceilings& c) {
           {"int8_ops_per_s", c.int8_ops_per_s},
           {"bf16_flops_per_s", c.bf16_flops_per_s},
           {"int16_ops_per_s", c.int16_ops_per_s},
+          {"f16_tile_flops_per_s", c.f16_tile_flops_per_s},
           {"memory_bytes", c.memory_bytes},
           {"cache_bytes", c.cache_bytes}};
 }
@@ -69,6 +72,7 @@ Ceilings ceilings_from_json(const nlohmann::json& j, const std::string& origin) 
   c.int8_ops_per_s = num("int8_ops_per_s", false);
   c.bf16_flops_per_s = num("bf16_flops_per_s", false);
   c.int16_ops_per_s = num("int16_ops_per_s", false);
+  c.f16_tile_flops_per_s = num("f16_tile_flops_per_s", false);
   c.memory_bytes = num("memory_bytes", false);
   c.cache_bytes = num("cache_bytes", false);
   return c;

@@ -8,25 +8,29 @@
 namespace latprof {
 
 struct Ceilings {
-  std::string device;             // "Intel(R) Xeon(R) Processor", "NVIDIA H200 SXM"
-  std::string source;             // "measured: built-in probe ..." or a datasheet reference
-  double mem_bw_bytes_per_s = 0;  // main-memory read bandwidth (DRAM / HBM)
-  double matmul_flops_per_s = 0;  // dense peak for the matmul ops in fp16/bf16 (tensor cores);
-                                  // on a CPU: the fp32 FMA peak the kernels run on
-  double vector_flops_per_s = 0;  // peak for elementwise ops (fp32 FMA)
-  double int8_ops_per_s = 0;      // dense INT8 peak (W8A8 matmuls); 0 when the part has none
-  double bf16_flops_per_s = 0;    // CPU: the bf16 dot-product peak (vdpbf16ps), the attention's
-                                  // roof on a bf16 KV cache; 0 when not measured or none
-  double int16_ops_per_s = 0;     // CPU: the int16 dot-product peak (vpdpwssd), the W8A16
-                                  // matmuls' roof where measured; 0 when not measured or none
-  double memory_bytes = 0;        // capacity
-  double cache_bytes = 0;         // last-level cache (L2 on a GPU, L3 on a CPU)
+  std::string device;               // "Intel(R) Xeon(R) Processor", "NVIDIA H200 SXM"
+  std::string source;               // "measured: built-in probe ..." or a datasheet reference
+  double mem_bw_bytes_per_s = 0;    // main-memory read bandwidth (DRAM / HBM)
+  double matmul_flops_per_s = 0;    // dense peak for the matmul ops in fp16/bf16 (tensor cores);
+                                    // on a CPU: the fp32 FMA peak the kernels run on
+  double vector_flops_per_s = 0;    // peak for elementwise ops (fp32 FMA)
+  double int8_ops_per_s = 0;        // dense INT8 peak (W8A8 matmuls); 0 when the part has none
+  double bf16_flops_per_s = 0;      // CPU: the bf16 dot-product peak (vdpbf16ps), the attention's
+                                    // roof on a bf16 KV cache; 0 when not measured or none
+  double int16_ops_per_s = 0;       // CPU: the int16 dot-product peak (vpdpwssd), the W8A16
+                                    // matmuls' roof where measured; 0 when not measured or none
+  double f16_tile_flops_per_s = 0;  // CPU: the FP16 matmuls' roof where the GEMM runs them on the
+                                    // AMX-BF16 tiles (a quarter of their peak: four bf16
+                                    // products per fp16 one); 0 otherwise
+  double memory_bytes = 0;          // capacity
+  double cache_bytes = 0;           // last-level cache (L2 on a GPU, L3 on a CPU)
 
   // The compute roof for an op at a precision (attention on a bf16 KV cache: bf16_flops_per_s
   // where it is known).
   double peak_for(Op op, const Precision& p) const;
   // The matmul roof at a precision: the INT8 peak for W8A8 where the part has one, the int16
-  // dot-product peak for W8A16 where it was measured (a CPU with VNNI), else the matmul (FP16 /
+  // dot-product peak for W8A16 where it was measured (a CPU with VNNI), the better of the AMX
+  // tiles' FP16 roof and the matmul peak for FP16 where the tiles run them, else the matmul (FP16 /
   // FP32 FMA) peak. MFU at every level (op, stage, step, request) divides by it.
   double matmul_peak(const Precision& p) const;
   // Intensity (FLOP/byte) where the roofs meet, for the matmul roof.

@@ -22,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when the probe changes so old cached figures are not reused.
-constexpr int kProbeVersion = 6;  // 3: the bf16 dot-product peak; 4: the int16 one; 5: the read
-                                  // prefetched as well; 6: the AMX-INT8 tiles
+constexpr int kProbeVersion = 7;  // 3: the bf16 dot-product peak; 4: the int16 one; 5: the read
+                                  // prefetched as well; 6: the AMX-INT8 tiles; 7: AMX-BF16
 
 double llc_bytes() {
   double best = 0;
@@ -126,6 +126,9 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
     c.int8_ops_per_s = std::max(c.int8_ops_per_s, probe.amx_int8_peak.best);
     c.int16_ops_per_s = std::max(c.int16_ops_per_s, 0.5 * probe.amx_int8_peak.best);
   }
+  // FP16 weights on the AMX-BF16 tiles: four tile products (hi and lo bf16 halves of each fp16
+  // weight and activation) per fp16 product (gemm_f16_amx_bf16_avx512.cpp).
+  c.f16_tile_flops_per_s = 0.25 * probe.amx_bf16_peak.best;
   c.memory_bytes = host_memory_total_bytes();
   c.cache_bytes = llc_bytes();
   h.triad_bytes_per_s = probe.triad_bandwidth.best;
@@ -161,6 +164,11 @@ HostCeilings host_ceilings(int threads, bool reprobe, bool quiet) {
        probe_json(probe.amx_int8_peak, "op/s",
                   "AMX-INT8 tile products in registers (tdpbssd; 0: the GEMM does not use "
                   "them); the INT8 roof, and half of it the W8A16 roof, where the GEMM does")},
+      {"amx_bf16_peak",
+       probe_json(probe.amx_bf16_peak, "FLOP/s",
+                  "AMX-BF16 tile products in registers (tdpbf16ps; 0: the GEMM does not use "
+                  "them); a quarter of it the FP16 matmuls' roof (f16_tile_flops_per_s) where "
+                  "the GEMM does")},
       {"cache_bytes_source", "/sys/devices/system/cpu/cpu0/cache"},
       {"load_average_1min_before", load},
   };

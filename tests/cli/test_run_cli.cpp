@@ -135,12 +135,15 @@ TEST(RunCli, StagesAddUpAndTtftWithinE2e) {
 
 TEST(RunCli, DecodeIsMemoryBoundAndLongPrefillComputeBound) {
   // `tiny` is so narrow (dim 64) that its fp32 activations outweigh its matmuls; a wider
-  // one-layer model, given as a config file, has the intensity of a real prefill.
+  // one-layer model, given as a config file, has the intensity of a real prefill. Its prefill's
+  // ~180 FLOP/B stay past the ridge of an AMX CPU's FP16 tile roof (1.5 TFLOP/s over ~30 GB/s,
+  // ~50 FLOP/B) even where a busy machine (ctest -j2 on 2 cores) cuts the bandwidth measured
+  // around the run to 10 GB/s (~150 FLOP/B; at dim 1,024 the prefill was memory-bound then).
   const auto cfg = cli_test::temp_dir("cfg") / "wide.json";
   {
     std::ofstream f(cfg);
-    f << R"({"name": "wide", "dim": 256, "n_layers": 1, "n_heads": 4, "n_kv_heads": 4,
-             "ffn_dim": 688, "vocab_size": 512, "max_seq_len": 1024})";
+    f << R"({"name": "wide", "dim": 2048, "n_layers": 1, "n_heads": 16, "n_kv_heads": 16,
+             "ffn_dim": 5504, "vocab_size": 512, "max_seq_len": 1024})";
   }
   const auto path = cli_test::temp_dir("run") / "wide-out.json";
   const auto r = latprof("run --quiet --model " + cfg.string() + " --input 500 --output 8 --json " +

@@ -596,6 +596,26 @@ TEST(Ceilings, W8A16MatmulsUseTheInt16Peak) {
   EXPECT_DOUBLE_EQ(ceilings_from_json(ceilings_to_json(c), "test").int16_ops_per_s, 4.7e11);
 }
 
+// FP16 matmuls on the AMX-BF16 tiles are judged against the tiles' FP16 roof (never below the
+// matmul peak); attention and the INT8 formats keep theirs.
+TEST(Ceilings, F16MatmulsUseTheTileRoofWhereTheGemmUsesTheTiles) {
+  Ceilings c;
+  c.mem_bw_bytes_per_s = 5e10;
+  c.matmul_flops_per_s = 4.3e11;
+  c.int16_ops_per_s = 6e12;
+  const Precision f16 = precision_for("fp16", 4, 2), w8a16 = precision_for("int8", 4, 2);
+  EXPECT_DOUBLE_EQ(c.matmul_peak(f16), 4.3e11);
+  c.f16_tile_flops_per_s = 1.5e12;
+  EXPECT_DOUBLE_EQ(c.matmul_peak(f16), 1.5e12);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::mlp_down, f16), 1.5e12);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 4.3e11);
+  EXPECT_DOUBLE_EQ(c.matmul_peak(w8a16), 6e12);
+  EXPECT_DOUBLE_EQ(c.ridge(f16), 1.5e12 / 5e10);
+  c.f16_tile_flops_per_s = 1e11;  // below the FMA peak: the FMA peak
+  EXPECT_DOUBLE_EQ(c.matmul_peak(f16), 4.3e11);
+  EXPECT_DOUBLE_EQ(ceilings_from_json(ceilings_to_json(c), "test").f16_tile_flops_per_s, 1e11);
+}
+
 // Causal prefill attention executes about half the FLOPs the MFU convention counts (every key
 // for every query): at 60% of the peak in executed FLOPs its MFU is ~120%, which is no error.
 TEST(Physics, AttentionMfuAboveOneByTheConventionIsNoError) {

@@ -61,11 +61,17 @@ class CpuBackend final : public Backend {
   }
 
   std::string matmul_note(WeightType t) const override {
+    const std::string rows = std::to_string(cpu::gemv_max_rows());
     if (t == WeightType::f16)
       return "fp16 on the CPU: each matmul multiplies the FP16 weights by its activations rounded "
              "to FP16 (to nearest even; a row with an element beyond +-65504 is left as is), "
-             "products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do";
-    const std::string rows = std::to_string(cpu::gemv_max_rows());
+             "products summed in FP32, as GPU FP16 matmuls and llama.cpp's F16 path do" +
+             (cpu::amx_f16_active()
+                  ? "; steps of more than " + rows +
+                        " rows on the AMX-BF16 tiles, each fp16 value split exactly into two bf16 "
+                        "(four tile products, the same products), judged against a quarter of "
+                        "the AMX BF16 peak"
+                  : std::string());
     const bool dot = cpu::gemv_int8_dot();
     // Where the GEMM runs on the AMX tiles, steps past the GEMV's rows take them (and their roof).
     const bool amx = cpu::amx_int8_active();
@@ -104,7 +110,11 @@ class CpuBackend final : public Backend {
     s << d.name << ", " << threads_ << " thread(s) of " << std::thread::hardware_concurrency()
       << ", kernels " << cpu::isa_name(cpu::active_isa())
       << (cpu::has_vnni() ? " (VNNI present)" : "")
-      << (cpu::amx_int8_active() ? " (AMX-INT8 tiles for the INT8 GEMM)" : "");
+      << (cpu::amx_int8_active() && cpu::amx_f16_active()
+              ? " (AMX-INT8 and AMX-BF16 tiles for the INT8 and FP16 GEMMs)"
+          : cpu::amx_int8_active() ? " (AMX-INT8 tiles for the INT8 GEMM)"
+          : cpu::amx_f16_active()  ? " (AMX-BF16 tiles for the FP16 GEMM)"
+                                   : "");
     d.details = s.str();
     return d;
   }

@@ -29,6 +29,7 @@ HostProbe probe_host(int threads, size_t stream_bytes, int repetitions) {
   h.bf16_peak = figure(cpu::probe_bf16_peak(repetitions));
   h.int16_peak = figure(cpu::probe_int16_peak(repetitions));
   h.amx_int8_peak = figure(cpu::probe_amx_int8_peak(repetitions));
+  h.amx_bf16_peak = figure(cpu::probe_amx_bf16_peak(repetitions));
   h.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   omp_set_num_threads(saved);
   h.isa = cpu::isa_name(cpu::active_isa());
@@ -36,7 +37,7 @@ HostProbe probe_host(int threads, size_t stream_bytes, int repetitions) {
 }
 
 bool host_gemm_uses_amx() {
-  return cpu::amx_int8_active();
+  return cpu::amx_int8_active() || cpu::amx_f16_active();
 }
 
 HostProbeFigure probe_host_read_bandwidth(int threads, size_t stream_bytes, int repetitions) {
