@@ -82,7 +82,11 @@ def stage(j, n): return next(s for s in j["stages"] if s["name"] == n)
 def measured(x): return not math.isnan(x["lb_tg"])  # llama.cpp's decode (see below)
 def roof(j, d):  # the matmul roof the report judges the dtype against (README, "Ceilings")
     c = j["ceilings"]
-    return c["int16_ops_per_s"] if d == "int8" and c.get("int16_ops_per_s", 0) > 0 else c["matmul_flops_per_s"]
+    if d == "int8" and c.get("int16_ops_per_s", 0) > 0:
+        return c["int16_ops_per_s"]
+    if d == "fp16":
+        return max(c["matmul_flops_per_s"], c.get("f16_tile_flops_per_s", 0))
+    return c["matmul_flops_per_s"]
 rows = {d: [] for d in dtypes}
 derived = False
 unmeasured = 0
@@ -164,5 +168,5 @@ if unmeasured:
     print(f"llama.cpp decode not measurable in {unmeasured} run(s): -pg took no longer than -p "
           "(the prompt's spread exceeds the generation); left out; raise OUTPUT")
 print("* llama.cpp GB/s = tok/s x model file size (weights only; latprof's column adds KV-cache reads)")
-print("** of the matmul roof the report judges the dtype against: FP16 the FP32 FMA peak, INT8 the int16 dot-product peak where measured (VNNI), half the AMX INT8 tile peak where the GEMM uses the tiles")
+print("** of the matmul roof the report judges the dtype against: FP16 the FP32 FMA peak, or a quarter of the AMX BF16 tile peak where the GEMM uses the tiles; INT8 the int16 dot-product peak where measured (VNNI), half the AMX INT8 tile peak where the GEMM uses the tiles")
 PY
