@@ -184,13 +184,18 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
     for (int64_t v = 0; v < nrv; ++v) {
       const __m512i posv = _mm512_loadu_si512(pos_buf.data() + 16 * v);
       const __m512i firstv = _mm512_loadu_si512(first_buf.data() + 16 * v);
-      __m512 bmax = _mm512_set1_ps(kNegInf);
+      // Four partial maxima: one chain of vmaxps through the block's keys waited on its latency
+      // (~11% of the tile's own time in a profile).
+      __m512 bm[4];
+      for (__m512& b : bm) b = _mm512_set1_ps(kNegInf);
       for (int i = 0; i < nk; ++i) {
         const __m512i kp = _mm512_set1_epi32(int32_t(jb + i));
         const __mmask16 vis =
             _mm512_cmple_epi32_mask(kp, posv) & _mm512_cmpge_epi32_mask(kp, firstv);
-        bmax = _mm512_mask_max_ps(bmax, vis, bmax, _mm512_loadu_ps(st + i * rp + 16 * v));
+        bm[i & 3] =
+            _mm512_mask_max_ps(bm[i & 3], vis, bm[i & 3], _mm512_loadu_ps(st + i * rp + 16 * v));
       }
+      const __m512 bmax = _mm512_max_ps(_mm512_max_ps(bm[0], bm[1]), _mm512_max_ps(bm[2], bm[3]));
       const __m512 m_old = _mm512_loadu_ps(mrow + 16 * v);
       const __m512 m_new = _mm512_max_ps(m_old, bmax);
       const __mmask16 live = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
