@@ -80,27 +80,27 @@ void pack_b(const Weight& w, int64_t n0, int64_t nc, int64_t k0, int64_t kc, uin
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = k0 + s * kStepK, kn = std::min(kStepK, w.n_in - k);
       const __mmask32 km = kn >= 32 ? ~__mmask32(0) : (__mmask32(1) << kn) - 1;
-      __m512 h[16], l[16];
+      // The fp16 pairs are transposed as dwords once, then each row of pairs is split: one
+      // transpose, not one for hi and one for lo.
+      __m512 r[16];
       for (int i = 0; i < 16; ++i) {
         const int64_t n = n0 + j0 + i;
         if (n >= w.n_out) {
-          h[i] = l[i] = _mm512_setzero_ps();
+          r[i] = _mm512_setzero_ps();
           continue;
         }
         if (s + 1 < steps) __builtin_prefetch(wd + n * w.n_in + k + kStepK, 0, 3);
-        const __m512i v = _mm512_maskz_loadu_epi16(km, wd + n * w.n_in + k);
+        r[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(km, wd + n * w.n_in + k));
+      }
+      transpose16(r);  // r[q] lane i = column j0 + i's fp16 pair q
+      uint8_t* t = dst + ((j0 / 16) * steps + s) * 2 * kTile;
+      for (int q = 0; q < 16; ++q) {
+        const __m512i v = _mm512_castps_si512(r[q]);
         __m512i hi, lo;
         split<false>(_mm512_cvtph_ps(_mm512_castsi512_si256(v)),
                      _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)), hi, lo);
-        h[i] = _mm512_castsi512_ps(hi);
-        l[i] = _mm512_castsi512_ps(lo);
-      }
-      transpose16(h);  // h[q] lane i = column j0 + i's pair q
-      transpose16(l);
-      uint8_t* t = dst + ((j0 / 16) * steps + s) * 2 * kTile;
-      for (int q = 0; q < 16; ++q) {
-        _mm512_store_ps(reinterpret_cast<float*>(t + q * kTileBytes), h[q]);
-        _mm512_store_ps(reinterpret_cast<float*>(t + kTile + q * kTileBytes), l[q]);
+        _mm512_store_si512(t + q * kTileBytes, hi);
+        _mm512_store_si512(t + kTile + q * kTileBytes, lo);
       }
     }
 }
