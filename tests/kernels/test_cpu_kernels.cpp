@@ -371,7 +371,8 @@ TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
 // has them, and the FMA GEMM there with AMX switched off, against the same reference. The tiles'
 // edges: row panels in pairs of 16 (33, 47, 64, 65 rows), k slices of 256 in 32-element steps (a
 // partial step, several slices and a partial one), C blocks of 32 columns (7, 16, 17, 48) and
-// column blocks of 256 (290), a group of three weights sharing the split rows. A row with an
+// column blocks of 256 (290), jobs of several row blocks of 256 (1,000 rows over 5 column
+// blocks), rows too wide to pack whole (16,416), a group of three weights sharing the split rows. A row with an
 // element beyond fp16's range (kept in fp32 by the rounding, so not two bf16 exactly) and a row
 // with a NaN make the call fall back to the FMA GEMM: the same bits as with AMX off.
 TEST_P(Kernels, LinearF16GemmAmxOnAndOff) {
@@ -388,6 +389,8 @@ TEST_P(Kernels, LinearF16GemmAmxOnAndOff) {
     check_linear({WType::f16, 17, 31}, 34, seed++);
     check_linear({WType::f16, 290, 520}, 50, seed++);
     check_linear({WType::f16, 20, 4096 + 192}, 40, seed++);
+    check_linear({WType::f16, 1024 + 40, 64}, 1000, seed++);  // spans of two row blocks
+    check_linear({WType::f16, 20, 16384 + 32}, 40, seed++);   // k packed slice by slice
     const LinearData d[3] = {make_weight({WType::f16, 40, 600}, seed++),
                              make_weight({WType::f16, 300, 600}, seed++),
                              make_weight({WType::f16, 17, 600}, seed++)};
