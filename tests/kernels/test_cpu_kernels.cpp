@@ -372,9 +372,9 @@ TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
 // edges: row panels in pairs of 16 (33, 47, 64, 65 rows), k slices of 256 in 32-element steps (a
 // partial step, several slices and a partial one), C blocks of 32 columns (7, 16, 17, 48) and
 // column blocks of 256 (290), jobs of several row blocks of 256 (1,000 rows over 5 column
-// blocks), rows too wide to pack whole (16,416), a group of three weights sharing the split rows. A row with an
-// element beyond fp16's range (kept in fp32 by the rounding, so not two bf16 exactly) and a row
-// with a NaN make the call fall back to the FMA GEMM: the same bits as with AMX off.
+// blocks), rows too wide to pack whole (16,416), a group of three weights sharing the split rows. A
+// row with an element beyond fp16's range (kept in fp32 by the rounding, so not two bf16 exactly)
+// and a row with a NaN make the call fall back to the FMA GEMM: the same bits as with AMX off.
 TEST_P(Kernels, LinearF16GemmAmxOnAndOff) {
   if (isa_ != Isa::avx512) GTEST_SKIP() << "the AMX and FMA GEMMs compared are AVX-512 paths";
   uint32_t seed = 1300;
