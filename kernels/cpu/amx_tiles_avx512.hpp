@@ -26,4 +26,23 @@ inline void configure_tiles() {
   _tile_loadconfig(&c);
 }
 
+// The tile peaks' probes (probe_amx*_avx512.cpp): the A tiles 4-5 and B tiles 6-7 loaded from a
+// and b (1 KB each), the C tiles 0-3 zeroed, then `iters` times dp4(), which runs four independent
+// tile products in registers; C tile 0 is stored to c (1 KB) and the tiles released.
+template <class Dp4>
+inline void tile_chains(int64_t iters, const void* a, const void* b, void* c, Dp4 dp4) {
+  configure_tiles();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, a, kTileBytes);
+  _tile_loadd(5, b, kTileBytes);
+  _tile_loadd(6, b, kTileBytes);
+  _tile_loadd(7, a, kTileBytes);
+  for (int64_t i = 0; i < iters; ++i) dp4();
+  _tile_stored(0, c, kTileBytes);
+  _tile_release();
+}
+
 }  // namespace latprof::cpu::detail

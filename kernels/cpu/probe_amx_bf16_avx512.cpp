@@ -16,23 +16,12 @@ int64_t tdpbf16ps_chains_amx(int64_t iters) {
     ab[0][i] = uint16_t(0x3A80 + i % 7);
     ab[1][i] = uint16_t(0xBA80 + i % 5);
   }
-  configure_tiles();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, ab[0], kTileBytes);
-  _tile_loadd(5, ab[1], kTileBytes);
-  _tile_loadd(6, ab[1], kTileBytes);
-  _tile_loadd(7, ab[0], kTileBytes);
-  for (int64_t i = 0; i < iters; ++i) {
+  tile_chains(iters, ab[0], ab[1], c, [] {
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
-  }
-  _tile_stored(0, c, kTileBytes);
-  _tile_release();
+  });
   return int64_t(c[0] + c[255]);
 }
 

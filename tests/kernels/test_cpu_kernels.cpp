@@ -326,6 +326,28 @@ TEST_P(Kernels, LinearRowsInterleavedInFours) {
   }
 }
 
+// A group of three weights of one n_in and type t (40, 300 and 17 rows of 600) in one gemm_group
+// call gives each weight's gemm bits exactly: the AMX GEMMs share one rounded (or split) copy of
+// the rows across the group. Seeds seed .. seed + 3.
+void expect_group_as_singles(WType t, uint32_t seed) {
+  const LinearData d[3] = {make_weight({t, 40, 600}, seed), make_weight({t, 300, 600}, seed + 1),
+                           make_weight({t, 17, 600}, seed + 2)};
+  const int64_t m = 37;
+  const std::vector<float> x = random_f32(size_t(m * 600), seed + 3);
+  const Weight ws[3] = {d[0].w, d[1].w, d[2].w};
+  std::vector<float> y[3], one[3];
+  float* ys[3];
+  for (int i = 0; i < 3; ++i) {
+    y[i].assign(size_t(m * ws[i].n_out), kNaN);
+    one[i].assign(y[i].size(), kNaN);
+    ys[i] = y[i].data();
+    gemm(ws[i], x.data(), m, one[i].data());
+  }
+  gemm_group(ws, 3, x.data(), m, ys);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(y[i], one[i]) << "weight " << i << " amx " << (amx_int8_active() || amx_f16_active());
+}
+
 // INT8 weights in the GEMM on the AMX tiles (gemm_amx_avx512.cpp) where the CPU has them, and the
 // VNNI GEMM there with AMX switched off, against the same reference (the other tests run the
 // GEMM with AMX on where it is present). The AMX GEMM's edges: row panels of 16 (15, 16, 17,
@@ -346,22 +368,8 @@ TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
       check_linear({t, 290, 520}, 50, seed++);
       check_linear({t, 20, 4096 + 192, true}, 40, seed++);
     }
-    const LinearData d[3] = {make_weight({WType::i8, 40, 600}, seed++),
-                             make_weight({WType::i8, 300, 600}, seed++),
-                             make_weight({WType::i8, 17, 600}, seed++)};
-    const int64_t m = 37;
-    const std::vector<float> x = random_f32(size_t(m * 600), seed++);
-    const Weight ws[3] = {d[0].w, d[1].w, d[2].w};
-    std::vector<float> y[3], one[3];
-    float* ys[3];
-    for (int i = 0; i < 3; ++i) {
-      y[i].assign(size_t(m * ws[i].n_out), kNaN);
-      one[i].assign(y[i].size(), kNaN);
-      ys[i] = y[i].data();
-      gemm(ws[i], x.data(), m, one[i].data());
-    }
-    gemm_group(ws, 3, x.data(), m, ys);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], one[i]) << "weight " << i << " amx " << amx;
+    expect_group_as_singles(WType::i8, seed);
+    seed += 4;
   }
   set_amx_enabled(true);
   if (!has_amx_int8()) GTEST_SKIP() << "no AMX-INT8 here (or the OS refused the tile state)";
@@ -391,22 +399,8 @@ TEST_P(Kernels, LinearF16GemmAmxOnAndOff) {
     check_linear({WType::f16, 20, 4096 + 192}, 40, seed++);
     check_linear({WType::f16, 1024 + 40, 64}, 1000, seed++);  // spans of two row blocks
     check_linear({WType::f16, 20, 16384 + 32}, 40, seed++);   // k packed slice by slice
-    const LinearData d[3] = {make_weight({WType::f16, 40, 600}, seed++),
-                             make_weight({WType::f16, 300, 600}, seed++),
-                             make_weight({WType::f16, 17, 600}, seed++)};
-    const int64_t m = 37;
-    const std::vector<float> x = random_f32(size_t(m * 600), seed++);
-    const Weight ws[3] = {d[0].w, d[1].w, d[2].w};
-    std::vector<float> y[3], one[3];
-    float* ys[3];
-    for (int i = 0; i < 3; ++i) {
-      y[i].assign(size_t(m * ws[i].n_out), kNaN);
-      one[i].assign(y[i].size(), kNaN);
-      ys[i] = y[i].data();
-      gemm(ws[i], x.data(), m, one[i].data());
-    }
-    gemm_group(ws, 3, x.data(), m, ys);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], one[i]) << "weight " << i << " amx " << amx;
+    expect_group_as_singles(WType::f16, seed);
+    seed += 4;
   }
   // Every product exact: x = w = 1 + 2^-8 (bf16 hi 1, lo 2^-8), 64 of them a row, so every
   // partial sum (k + k 2^-7 + k 2^-16) and the sum 64 + 2^-1 + 2^-10 are exact in fp32 and y
@@ -1767,8 +1761,18 @@ TEST(Probe, ResultsArePositiveAndFinite) {
   } else {
     EXPECT_EQ(amx.value, 0.0) << "an AMX peak where the GEMM does not use the tiles";
   }
+  const ProbeResult amx16 = probe_amx_bf16_peak(3);
+  if (amx_f16_active()) {
+    ok(amx16, "amx bf16");
+    // 16 x 16 x 32 multiply-adds an instruction: a quarter of it (the FP16 GEMM's roof) still
+    // outruns the FP32 FMAs.
+    EXPECT_GT(amx16.value / 4, probe_fma_peak(3).value) << "AMX-BF16 below 4x the FMA peak";
+  } else {
+    EXPECT_EQ(amx16.value, 0.0) << "an AMX-BF16 peak where the GEMM does not use the tiles";
+  }
   set_amx_enabled(false);
   EXPECT_EQ(probe_amx_int8_peak(1).value, 0.0) << "an AMX peak with the tiles switched off";
+  EXPECT_EQ(probe_amx_bf16_peak(1).value, 0.0) << "an AMX-BF16 peak with the tiles switched off";
   set_amx_enabled(true);
 }
 
