@@ -530,6 +530,8 @@ BENCHMARK(BM_GemmAmx)
     ->Args({0, 4096, 11008, 500, 1})
     ->Args({0, 4096, 4096, 2000, 0})
     ->Args({0, 4096, 4096, 2000, 1})
+    ->Args({1, 4096, 4096, 2000, 1})
+    ->Args({2, 4096, 4096, 2000, 1})
     ->ArgNames({"type", "n_out", "n_in", "m", "amx"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -4,6 +4,7 @@
 // AMX-TILE.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace latprof::cpu::detail {
@@ -25,6 +26,23 @@ inline void configure_tiles() {
   }
   _tile_loadconfig(&c);
 }
+
+// How the AMX GEMMs share out their work: a job is a block of output columns and a span of row
+// blocks; it packs its block's weights for all of k once (`whole`: in the thread's buffer, up to
+// kWholeMaxIn columns of k) and walks the span's row blocks over them. Spans as long as the
+// threads allow (about four jobs a thread). Wider rows pack per k slice in jobs of one row block.
+struct AmxJobs {
+  static constexpr int64_t kWholeMaxIn = 16384;
+  bool whole = true;
+  int64_t spans = 1, span = 1, n_jobs = 0;
+  AmxJobs(int64_t col_blocks, int64_t row_blocks, int64_t n_in, int64_t threads)
+      : whole(n_in <= kWholeMaxIn),
+        spans(whole
+                  ? std::clamp<int64_t>((4 * threads + col_blocks - 1) / col_blocks, 1, row_blocks)
+                  : row_blocks),
+        span((row_blocks + spans - 1) / spans),
+        n_jobs(col_blocks * spans) {}
+};
 
 // The tile peaks' probes (probe_amx*_avx512.cpp): the A tiles 4-5 and B tiles 6-7 loaded from a
 // and b (1 KB each), the C tiles 0-3 zeroed, then `iters` times dp4(), which runs four independent

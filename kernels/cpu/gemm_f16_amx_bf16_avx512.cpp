@@ -202,20 +202,11 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
   const int64_t row_blocks = (panels + kPanelsPerJob - 1) / kPanelsPerJob;
   int64_t first_block[kMatmulGroupMax + 1] = {0};
   for (int i = 0; i < n; ++i) first_block[i + 1] = first_block[i] + (ws[i].n_out + NC - 1) / NC;
-  // A job is a column block and a span of row blocks: it splits and packs its weights once
-  // (all of k, in the thread's own buffer: 4 MB at n_in 4,096) and walks the span's row blocks
-  // over them. Spans as long as the threads allow: packed again per 256 rows, the weights' split
-  // was ~1/6 of the GEMM (4,096^2 at 2,000 rows 0.94x the time packed once). Rows wider than
-  // kWholeMaxIn pack per k slice in each job of one row block.
-  constexpr int64_t kWholeMaxIn = 16384;  // 16 MB a thread
-  const bool whole = n_in <= kWholeMaxIn;
-  const int64_t col_blocks = first_block[n];
-  const int64_t spans =
-      whole ? std::clamp<int64_t>((4 * omp_get_max_threads() + col_blocks - 1) / col_blocks, 1,
-                                  row_blocks)
-            : row_blocks;
-  const int64_t span = (row_blocks + spans - 1) / spans;
-  const int64_t n_jobs = col_blocks * spans;
+  // Packed again per 256 rows, the weights' split was ~1/6 of the GEMM (4,096^2 at 2,000 rows
+  // 0.94x the time packed once per span; AmxJobs).
+  const AmxJobs jobs(first_block[n], row_blocks, n_in, omp_get_max_threads());
+  const bool whole = jobs.whole;
+  const int64_t spans = jobs.spans, span = jobs.span, n_jobs = jobs.n_jobs;
   const int64_t slices = (n_in + KC - 1) / KC;
   std::atomic<bool> inexact{false};
   SyncRegion sync;

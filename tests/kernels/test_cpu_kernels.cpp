@@ -352,8 +352,9 @@ void expect_group_as_singles(WType t, uint32_t seed) {
 // VNNI GEMM there with AMX switched off, against the same reference (the other tests run the
 // GEMM with AMX on where it is present). The AMX GEMM's edges: row panels of 16 (15, 16, 17,
 // 33 rows), k slices of 512 in 64-byte steps (a partial step, two slices and a partial one),
-// C blocks of 32 columns (one tile of 16 or fewer, 17-31) and column blocks of 256, a group of
-// three weights sharing the rounded rows, and the rows interleaved in fours.
+// C blocks of 32 columns (one tile of 16 or fewer, 17-31) and column blocks of 256, jobs of
+// several row blocks (1,000 rows over 5 column blocks), rows too wide to pack whole (16,448), a
+// group of three weights sharing the rounded rows, and the rows interleaved in fours.
 TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
   if (isa_ != Isa::avx512) GTEST_SKIP() << "the AMX and VNNI GEMMs are AVX-512 paths";
   uint32_t seed = 1200;
@@ -367,6 +368,8 @@ TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
       check_linear({t, 7, 64}, 40, seed++);
       check_linear({t, 290, 520}, 50, seed++);
       check_linear({t, 20, 4096 + 192, true}, 40, seed++);
+      check_linear({t, 1024 + 40, 64}, 1000, seed++);  // spans of two row blocks
+      check_linear({t, 20, 16384 + 64}, 40, seed++);   // k packed slice by slice
     }
     expect_group_as_singles(WType::i8, seed);
     seed += 4;
