@@ -1,6 +1,7 @@
 #pragma once
-// The AMX tile configuration the kernels use (gemm_amx_avx512.cpp, probe_amx_avx512.cpp): every
-// one of the eight tiles 16 rows of 64 bytes (palette 1). Include only from files compiled with
+// What the AMX kernels share (gemm_amx_avx512.cpp, gemm_f16_amx_bf16_avx512.cpp and the probes
+// probe_amx*_avx512.cpp): the tile configuration, every one of the eight tiles 16 rows of 64 bytes
+// (palette 1); the GEMMs' job split; the probes' tile loop. Include only from files compiled with
 // AMX-TILE.
 #include <immintrin.h>
 

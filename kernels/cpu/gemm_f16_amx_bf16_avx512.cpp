@@ -205,8 +205,6 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
   // Packed again per 256 rows, the weights' split was ~1/6 of the GEMM (4,096^2 at 2,000 rows
   // 0.94x the time packed once per span; AmxJobs).
   const AmxJobs jobs(first_block[n], row_blocks, n_in, omp_get_max_threads());
-  const bool whole = jobs.whole;
-  const int64_t spans = jobs.spans, span = jobs.span, n_jobs = jobs.n_jobs;
   const int64_t slices = (n_in + KC - 1) / KC;
   std::atomic<bool> inexact{false};
   SyncRegion sync;
@@ -238,28 +236,28 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
       thread_local Aligned64<uint8_t> bp;  // this thread's packed B block, hi and lo tiles
       thread_local AlignedFloats acc;      // its C blocks' fp32 sums, 4 tiles a block
       constexpr int64_t kPairs = NC / NR;
-      bp.reserve(size_t(NC * KC * 4 * (whole ? slices : 1)));
+      bp.reserve(size_t(NC * KC * 4 * (jobs.whole ? slices : 1)));
       acc.reserve(size_t(kPanelsPerJob / 2 * kPairs * 1024));
 #pragma omp for schedule(dynamic, 1) nowait
-      for (int64_t job = 0; job < n_jobs; ++job) {
-        const int64_t cb = job / spans, sp = job % spans;
+      for (int64_t job = 0; job < jobs.n_jobs; ++job) {
+        const int64_t cb = job / jobs.spans, sp = job % jobs.spans;
         int i = 0;
         while (cb >= first_block[i + 1]) ++i;
         const Weight& w = ws[i];
         const int64_t n_out = w.n_out;
         const int64_t n0 = (cb - first_block[i]) * NC, nc = std::min(NC, n_out - n0);
-        for (int64_t k0 = 0; k0 < n_in && whole; k0 += KC)
+        for (int64_t k0 = 0; k0 < n_in && jobs.whole; k0 += KC)
           pack_b(w, n0, (nc + NR - 1) / NR * NR, k0, std::min(KC, n_in - k0),
                  bp.p + k0 / KC * (NC * KC * 4));
-        for (int64_t rb = sp * span; rb < std::min(row_blocks, (sp + 1) * span); ++rb) {
+        for (int64_t rb = sp * jobs.span; rb < std::min(row_blocks, (sp + 1) * jobs.span); ++rb) {
           const int64_t p0 = rb * kPanelsPerJob, p1 = std::min(panels, p0 + kPanelsPerJob);
           auto block = [&](int64_t ir, int64_t jr) {
             return acc.p + ((ir - p0) / 2 * kPairs + jr / NR) * 1024;
           };
           for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
             const int64_t kc = std::min(KC, n_in - k0), steps = (kc + kStepK - 1) / kStepK;
-            if (!whole) pack_b(w, n0, (nc + NR - 1) / NR * NR, k0, kc, bp.p);
-            const uint8_t* bs = whole ? bp.p + k0 / KC * (NC * KC * 4) : bp.p;
+            if (!jobs.whole) pack_b(w, n0, (nc + NR - 1) / NR * NR, k0, kc, bp.p);
+            const uint8_t* bs = jobs.whole ? bp.p + k0 / KC * (NC * KC * 4) : bp.p;
             for (int64_t jr = 0; jr < nc; jr += NR) {
               const uint8_t* b0 = bs + (jr / 16) * steps * 2 * kTile;
               const uint8_t* b1 = b0 + steps * 2 * kTile;
