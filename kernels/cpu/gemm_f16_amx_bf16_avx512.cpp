@@ -16,10 +16,19 @@
 // tiles). Per 32 k the block takes its four products in the order hh, hl, ll, lh, so that each
 // step reloads only one side: 10 tile loads a 16 tile products. A job is NC = 256 output columns
 // and a span of row blocks of kPanelsPerJob row panels: it packs its block of W for all of k once
-// (hi and lo tiles, 256 KB a KC = 256 slice, in the thread's buffer), then per row block and
-// slice, for each pair of column tiles (32 KB, L1) walks the block's pairs of row panels, which
-// tileloadd reads straight from the split rows (lda bytes apart: no packing); each block's sums
-// are loaded from and stored back to the row block's fp32 scratch and written to y once.
+// (hi and lo tiles, 1 MB a KC = 1,024 slice, in the thread's buffer), then per row block and
+// slice, for each pair of column tiles (128 KB, L2) walks the block's pairs of row panels; the
+// activations are split once per GEMM straight into tiles (each 1 KB tile contiguous, a panel's
+// steps in k order); each block's sums are loaded from and stored back to the row block's fp32
+// scratch and written to y once.
+//
+// A C block's tiles are stored and reloaded once a slice: the store waits for the block's last
+// products and the next block's first wait for its loads, so the tile unit idles at each block's
+// end. At slices of 256 (8 steps a block), a single-thread loop over a row block ran 1.47x as
+// fast without the stores and loads; 1,024 with the tiled
+// activations, 0.81-0.86x the GEMM's time (rows of the split 8 KB apart, one 4 KB page a tile
+// row, at slices of 1,024: 0.87x the tiled form's speed in a single-thread loop; the next block's
+// sums prefetched into L1: level). reports/cpu-kernels.md.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -40,7 +49,8 @@ namespace {
 
 constexpr int64_t NR = 32;      // output columns of a C block: two tiles
 constexpr int64_t kStepK = 32;  // k of one tile product (16 bf16 pairs)
-constexpr int64_t KC = 256, NC = 256;
+constexpr int64_t KC = 1024, NC = 256;
+constexpr int64_t kAStep = 2 * kTile;  // an A panel's split tiles: hi and lo of a step
 constexpr int64_t kPanelsPerJob = 16;  // row panels of a job (even): its fp32 sums 256 KB
 static_assert(KC % kStepK == 0 && NC % NR == 0 && kPanelsPerJob % 2 == 0);
 
@@ -105,12 +115,13 @@ void pack_b(const Weight& w, int64_t n0, int64_t nc, int64_t k0, int64_t kc, uin
     }
 }
 
-// One C block: rows [r0, r0 + 32) of A (hi, lo: lda bytes apart, the second panel 16 rows on)
+// One C block: rows [r0, r0 + 32) of A, the split tiles of their two row panels from `a` (hi
+// tile of step s at a + s * kAStep, lo 1 KB on; the second panel a1 bytes on)
 // times the B tile pairs b0, b1 over `steps` k steps, added to the fp32 sums in c (four 16 x 16
 // tiles: rows 0-15 x columns 0-15, 0-15 x 16-31, 16-31 x 0-15, 16-31 x 16-31), which start at
 // zero when first.
-void tile_block(const uint8_t* hi, const uint8_t* lo, int64_t lda, const uint8_t* b0,
-                const uint8_t* b1, int64_t steps, float* c, bool first) {
+void tile_block(const uint8_t* a, int64_t a1, const uint8_t* b0, const uint8_t* b1, int64_t steps,
+                float* c, bool first) {
   if (first) {
     _tile_zero(0);
     _tile_zero(1);
@@ -122,17 +133,18 @@ void tile_block(const uint8_t* hi, const uint8_t* lo, int64_t lda, const uint8_t
     _tile_loadd(2, c + 512, kTileBytes);
     _tile_loadd(3, c + 768, kTileBytes);
   }
-  const int64_t a1 = kTileRows * lda;  // the second row panel
+  const uint8_t* const hi = a;
+  const uint8_t* const lo = a + kTile;
   // Each A or B tile is reloaded right after its last product of a phase and used again a product
   // or two later (tiles are not renamed: a load waits for the products that read the tile before
   // it). Reloaded just before their next use instead, and with the weights' split checked as the
   // activations' is, the GEMM took ~1.1x the time (BM_GemmAmx, reports/cpu-kernels.md).
-  _tile_loadd(4, hi, lda);
-  _tile_loadd(5, hi + a1, lda);
+  _tile_loadd(4, hi, kTileBytes);
+  _tile_loadd(5, hi + a1, kTileBytes);
   _tile_loadd(6, b0, kTileBytes);
   _tile_loadd(7, b1, kTileBytes);
   for (int64_t s = 0; s < steps; ++s) {
-    const int64_t ka = s * kTileBytes, kb = s * 2 * kTile;
+    const int64_t ka = s * kAStep, kb = s * 2 * kTile;
     const bool more = s + 1 < steps;
     // x hi, w hi
     _tile_dpbf16ps(0, 4, 6);
@@ -144,10 +156,10 @@ void tile_block(const uint8_t* hi, const uint8_t* lo, int64_t lda, const uint8_t
     // x hi, w lo
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(4, lo + ka, lda);  // x lo
+    _tile_loadd(4, lo + ka, kTileBytes);  // x lo
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
-    _tile_loadd(5, lo + a1 + ka, lda);
+    _tile_loadd(5, lo + a1 + ka, kTileBytes);
     // x lo, w lo
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(2, 5, 6);
@@ -158,12 +170,12 @@ void tile_block(const uint8_t* hi, const uint8_t* lo, int64_t lda, const uint8_t
     // x lo, w hi; then the next step's x hi and w hi
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
-    if (more) _tile_loadd(4, hi + ka + kTileBytes, lda);
+    if (more) _tile_loadd(4, hi + ka + kAStep, kTileBytes);
     _tile_dpbf16ps(2, 5, 6);
     if (more) _tile_loadd(6, b0 + kb + 2 * kTile, kTileBytes);
     _tile_dpbf16ps(3, 5, 7);
     if (more) {
-      _tile_loadd(5, hi + a1 + ka + kTileBytes, lda);
+      _tile_loadd(5, hi + a1 + ka + kAStep, kTileBytes);
       _tile_loadd(7, b1 + kb + 2 * kTile, kTileBytes);
     }
   }
@@ -190,15 +202,14 @@ void store_block(const float* c, float* y, int64_t ldy, int mr, int nr) {
 
 bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* const* ys) {
   const int64_t n_in = ws[0].n_in;
-  // Rows an odd number of 64-byte lines apart (as the INT8 tiles' rows: 8 KB apart, the 16 rows
-  // of an A tile would fall in one L1 set).
-  const int64_t lda = (((n_in + kStepK - 1) / kStepK) | 1) * kTileBytes;
+  const int64_t ksteps = (n_in + kStepK - 1) / kStepK, panel_bytes = ksteps * kAStep;
   // Row panels in pairs: the rows past m are zero and never stored.
   const int64_t panels = (m + 2 * kTileRows - 1) / (2 * kTileRows) * 2, mp = panels * kTileRows;
-  thread_local AlignedFloats split_cache;  // hi rows, then lo rows (floats as byte storage)
-  split_cache.reserve(size_t(2 * mp * lda / 4));
-  auto* const hi = reinterpret_cast<uint8_t*>(split_cache.p);
-  uint8_t* const lo = hi + mp * lda;
+  // The activations split into tiles: panel p's hi and lo tiles of step s at
+  // (p * ksteps + s) * kAStep (floats as byte storage).
+  thread_local AlignedFloats split_cache;
+  split_cache.reserve(size_t(panels * panel_bytes / 4));
+  auto* const at = reinterpret_cast<uint8_t*>(split_cache.p);
   const int64_t row_blocks = (panels + kPanelsPerJob - 1) / kPanelsPerJob;
   int64_t first_block[kMatmulGroupMax + 1] = {0};
   for (int i = 0; i < n; ++i) first_block[i + 1] = first_block[i] + (ws[i].n_out + NC - 1) / NC;
@@ -213,10 +224,9 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
     sync.start();
 #pragma omp for schedule(static) nowait
     for (int64_t j = 0; j < mp; ++j) {
-      uint8_t* hj = hi + j * lda;
-      uint8_t* lj = lo + j * lda;
+      uint8_t* const aj = at + (j / kTileRows) * panel_bytes + (j % kTileRows) * kTileBytes;
       __mmask16 bad = 0;
-      for (int64_t k = 0; k < lda / 2; k += kStepK) {
+      for (int64_t k = 0; k < ksteps * kStepK; k += kStepK) {
         const int64_t kn = j < m ? std::clamp<int64_t>(n_in - k, 0, kStepK) : 0;
         const __mmask16 m0 = kn >= 16 ? __mmask16(0xffff) : __mmask16((1u << kn) - 1);
         const __mmask16 m1 = kn >= 32   ? __mmask16(0xffff)
@@ -225,8 +235,9 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
         const float* xk = x + j * n_in + k;
         __m512i h, l;
         bad |= split<true>(_mm512_maskz_loadu_ps(m0, xk), _mm512_maskz_loadu_ps(m1, xk + 16), h, l);
-        _mm512_store_si512(hj + 2 * k, h);
-        _mm512_store_si512(lj + 2 * k, l);
+        uint8_t* const t = aj + k / kStepK * kAStep;
+        _mm512_store_si512(t, h);
+        _mm512_store_si512(t + kTile, l);
       }
       if (bad) inexact.store(true, std::memory_order_relaxed);
     }
@@ -262,8 +273,8 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
               const uint8_t* b0 = bs + (jr / 16) * steps * 2 * kTile;
               const uint8_t* b1 = b0 + steps * 2 * kTile;
               for (int64_t ir = p0; ir < p1; ir += 2) {
-                const int64_t off = ir * kTileRows * lda + 2 * k0;
-                tile_block(hi + off, lo + off, lda, b0, b1, steps, block(ir, jr), k0 == 0);
+                tile_block(at + ir * panel_bytes + k0 / kStepK * kAStep, panel_bytes, b0, b1, steps,
+                           block(ir, jr), k0 == 0);
               }
             }
           }
