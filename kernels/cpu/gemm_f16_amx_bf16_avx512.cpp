@@ -25,10 +25,10 @@
 // A C block's tiles are stored and reloaded once a slice: the store waits for the block's last
 // products and the next block's first wait for its loads, so the tile unit idles at each block's
 // end. At slices of 256 (8 steps a block), a single-thread loop over a row block ran 1.47x as
-// fast without the stores and loads; 1,024 with the tiled
-// activations, 0.81-0.86x the GEMM's time (rows of the split 8 KB apart, one 4 KB page a tile
-// row, at slices of 1,024: 0.87x the tiled form's speed in a single-thread loop; the next block's
-// sums prefetched into L1: level). reports/cpu-kernels.md.
+// fast without the stores and loads. Slices of 1,024 with the tiled activations: 0.81-0.86x the
+// GEMM's time (the split's rows 8 KB apart, each tile row on its own 4 KB page, at slices of
+// 1,024: 0.87x the tiled form's speed in a single-thread loop; the next block's sums prefetched
+// into L1: level). reports/cpu-kernels.md.
 #include <immintrin.h>
 #include <omp.h>
 
