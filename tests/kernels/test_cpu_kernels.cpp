@@ -380,7 +380,7 @@ TEST_P(Kernels, LinearInt8GemmAmxOnAndOff) {
 
 // FP16 weights in the GEMM on the AMX-BF16 tiles (gemm_f16_amx_bf16_avx512.cpp) where the CPU
 // has them, and the FMA GEMM there with AMX switched off, against the same reference. The tiles'
-// edges: row panels in pairs of 16 (33, 47, 64, 65 rows), k slices of 256 in 32-element steps (a
+// edges: row panels in pairs of 16 (33, 47, 64, 65 rows), k slices of 1,024 in 32-element steps (a
 // partial step, several slices and a partial one), C blocks of 32 columns (7, 16, 17, 48) and
 // column blocks of 256 (290), jobs of several row blocks of 256 (1,000 rows over 5 column
 // blocks), rows too wide to pack whole (16,416), a group of three weights sharing the split rows. A
