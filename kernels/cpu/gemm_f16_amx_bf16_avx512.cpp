@@ -211,11 +211,9 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
   split_cache.reserve(size_t(panels * panel_bytes / 4));
   auto* const at = reinterpret_cast<uint8_t*>(split_cache.p);
   const int64_t row_blocks = (panels + kPanelsPerJob - 1) / kPanelsPerJob;
-  int64_t first_block[kMatmulGroupMax + 1] = {0};
-  for (int i = 0; i < n; ++i) first_block[i + 1] = first_block[i] + (ws[i].n_out + NC - 1) / NC;
   // Packed again per 256 rows, the weights' split was ~1/6 of the GEMM (4,096^2 at 2,000 rows
   // 0.94x the time packed once per span; AmxJobs).
-  const AmxJobs jobs(first_block[n], row_blocks, n_in, omp_get_max_threads());
+  const AmxJobs jobs(ws, n, NC, row_blocks, omp_get_max_threads());
   const int64_t slices = (n_in + KC - 1) / KC;
   std::atomic<bool> inexact{false};
   SyncRegion sync;
@@ -251,16 +249,14 @@ bool gemm_f16_amx(const Weight* ws, int n, const float* x, int64_t m, float* con
       acc.reserve(size_t(kPanelsPerJob / 2 * kPairs * 1024));
 #pragma omp for schedule(dynamic, 1) nowait
       for (int64_t job = 0; job < jobs.n_jobs; ++job) {
-        const int64_t cb = job / jobs.spans, sp = job % jobs.spans;
-        int i = 0;
-        while (cb >= first_block[i + 1]) ++i;
+        const AmxJobs::Job jb = jobs.at(job);
+        const int i = jb.w;
         const Weight& w = ws[i];
-        const int64_t n_out = w.n_out;
-        const int64_t n0 = (cb - first_block[i]) * NC, nc = std::min(NC, n_out - n0);
+        const int64_t n_out = w.n_out, n0 = jb.n0, nc = jb.nc;
         for (int64_t k0 = 0; k0 < n_in && jobs.whole; k0 += KC)
           pack_b(w, n0, (nc + NR - 1) / NR * NR, k0, std::min(KC, n_in - k0),
                  bp.p + k0 / KC * (NC * KC * 4));
-        for (int64_t rb = sp * jobs.span; rb < std::min(row_blocks, (sp + 1) * jobs.span); ++rb) {
+        for (int64_t rb = jb.rb0; rb < jb.rb1; ++rb) {
           const int64_t p0 = rb * kPanelsPerJob, p1 = std::min(panels, p0 + kPanelsPerJob);
           auto block = [&](int64_t ir, int64_t jr) {
             return acc.p + ((ir - p0) / 2 * kPairs + jr / NR) * 1024;
