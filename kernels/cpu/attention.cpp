@@ -15,7 +15,14 @@
 #include "kernels/cpu/internal.hpp"
 
 namespace latprof::cpu {
+
 namespace detail {
+
+// Here, not in the AMX file, whose instruction set only AMX CPUs have.
+bool attention_amx_applies(const AttnArgs& a) {
+  return a.kv == KvType::f16 && a.hd % 32 == 0 && a.hd <= 256 && amx_f16_active();
+}
+
 namespace {
 
 // dst[0 .. hd) = the K (k) or V cache's slice of (row, kv head kvh) in fp32.
@@ -347,9 +354,13 @@ void attention_paged(const float* q, KvType kv, const void* k_cache, const void*
     // 16-token units left 7B's tiles a quarter full.
     // On AVX2 a unit is up to 64 query rows too (its scaled q and output accumulators, 32 KB
     // each at hd 128, stay in L2 beside the key block).
+    // With the AMX tiles, a unit is one of their tiles, up to 512 query rows.
     const int64_t group = n_heads / n_kv_heads;
     const int64_t kTokens =
-        active_isa() == Isa::avx512 ? std::max<int64_t>(16, detail::kAttnTileRows / group)
+        active_isa() == Isa::avx512
+            ? std::max<int64_t>(16, (detail::attention_amx_applies(a) ? detail::kAttnAmxRows
+                                                                      : detail::kAttnTileRows) /
+                                        group)
         : active_isa() == Isa::avx2 ? std::max<int64_t>(1, detail::kAttnTileRows / group)
                                     : 16;
     struct Unit {

@@ -241,6 +241,12 @@ void attention_tile(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t
 
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1) {
   const int group = a.n_heads / a.n_kv_heads;
+  if (attention_amx_applies(a)) {  // attention_amx_bf16_avx512.cpp
+    const int64_t amx_tokens = std::max<int64_t>(1, kAttnAmxRows / group);
+    for (int64_t u0 = t0; u0 < t1; u0 += amx_tokens)
+      attention_tile_amx(a, s, kvh, u0, std::min(t1, u0 + amx_tokens));
+    return;
+  }
   const int64_t tile_tokens = std::max<int64_t>(1, kAttnTileRows / group);
   for (int64_t u0 = t0; u0 < t1; u0 += tile_tokens) {
     const int64_t u1 = std::min(t1, u0 + tile_tokens);

@@ -36,6 +36,7 @@
 #include <atomic>
 
 #include "kernels/cpu/amx_tiles_avx512.hpp"
+#include "kernels/cpu/bf16_split_avx512.hpp"
 #include "kernels/cpu/internal.hpp"
 #include "kernels/cpu/transpose_avx512.hpp"
 
@@ -53,31 +54,6 @@ constexpr int64_t KC = 1024, NC = 256;
 constexpr int64_t kAStep = 2 * kTile;  // an A panel's split tiles: hi and lo of a step
 constexpr int64_t kPanelsPerJob = 16;  // row panels of a job (even): its fp32 sums 256 KB
 static_assert(KC % kStepK == 0 && NC % NR == 0 && kPanelsPerJob % 2 == 0);
-
-// 16 bf16 (the low halves of a 512-bit vector of 32) widened back to fp32: a shift.
-inline __m512 bf16_lo16(__m512i v) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
-}
-inline __m512 bf16_hi16(__m512i v) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
-}
-
-// f0 (k 0-15) and f1 (k 16-31) as 32 bf16 in k order, hi + lo. kCheck: returns the lanes where
-// hi + lo is not exactly the input (a value that is not fp16, or not finite); fp16 weights always
-// split exactly.
-template <bool kCheck>
-inline __mmask16 split(__m512 f0, __m512 f1, __m512i& hi, __m512i& lo) {
-  hi = __m512i(_mm512_cvtne2ps_pbh(f1, f0));
-  const __m512 h0 = bf16_lo16(hi), h1 = bf16_hi16(hi);
-  const __m512 r0 = _mm512_sub_ps(f0, h0), r1 = _mm512_sub_ps(f1, h1);
-  lo = __m512i(_mm512_cvtne2ps_pbh(r1, r0));
-  if constexpr (!kCheck) return 0;
-  const __m512 l0 = bf16_lo16(lo), l1 = bf16_hi16(lo);
-  return _mm512_cmp_ps_mask(_mm512_add_ps(h0, l0), f0, _CMP_NEQ_UQ) |
-         _mm512_cmp_ps_mask(_mm512_add_ps(h1, l1), f1, _CMP_NEQ_UQ);
-}
 
 // W rows [n0, n0 + nc) x columns [k0, k0 + kc) as B tiles: tile pair (j / 16, s) at
 // dst + ((j / 16) * steps + s) * 2 * kTile bytes, hi then lo, row q of each holding columns

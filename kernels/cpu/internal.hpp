@@ -386,6 +386,14 @@ inline constexpr int kAttnTileRows = 64;
 void attention_unit_scalar(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 void attention_unit_avx512(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 void attention_unit_avx2(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
+// Query rows per tile of the prefill attention on the AMX-BF16 tiles: K's and V's blocks are
+// split into tiles once a tile, so more rows share that work than the FMA tile's 64.
+inline constexpr int kAttnAmxRows = 512;
+// Whether attention_unit_avx512 runs on the AMX-BF16 tiles (attention_amx_bf16_avx512.cpp): an
+// fp16 cache, hd a multiple of 32 up to 256, amx_f16_active().
+bool attention_amx_applies(const AttnArgs& a);
+// One such tile: query tokens [t0, t1) of sequence s and kv head kvh, at most kAttnAmxRows rows.
+void attention_tile_amx(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64_t t1);
 // Decode attention split over keys: keys [k0, k1) of sequence s for all
 // its tokens in the step and all heads; partial online-softmax state per (token, head) row at
 // part + (t * n_heads + h) * attn_part_stride(hd): o[16 * ceil(hd / 16)], max, sum.

@@ -1260,6 +1260,35 @@ TEST_P(Kernels, AttentionTiledK) {
   check_attention({1, 11, 20, 48, 2, 2, 40, 0, f, t}, 108);
 }
 
+// The prefill attention's tiles on the AMX-BF16 tiles (attention_amx_bf16_avx512.cpp: an fp16
+// cache, hd a multiple of 32) where the CPU has them, and the multiply-add tiles with AMX
+// switched off, against the same reference, in both K layouts: tiles of 15 rows (padded to 32),
+// 512 and 48 (tinyllama's 8-head groups over 70 tokens), 40 (hd 128 without GQA), 512 + 18, hd 32
+// and 256, chunks at positions inside a 64-key block, several blocks, windows that start
+// mid-block, two sequences.
+TEST_P(Kernels, AttentionPrefillAmxOnAndOff) {
+  if (isa_ != Isa::avx512) GTEST_SKIP() << "the AMX and multiply-add tiles are AVX-512 paths";
+  const KvType f = KvType::f16;
+  uint32_t seed = 1400;
+  for (const bool amx : {true, false}) {
+    if (amx && !has_amx_bf16()) continue;  // said once below
+    SCOPED_TRACE(amx ? "AMX on" : "AMX off");
+    set_amx_enabled(amx);
+    EXPECT_EQ(amx_f16_active(), amx);
+    for (const KLayout kl : {KLayout::rows, KLayout::tiled16}) {
+      check_attention({2, 5, 7, 32, 6, 2, 64, 0, f, kl}, seed++);       // 15 rows, pos0 > 0
+      check_attention({1, 70, 500, 576, 32, 4, 64, 0, f, kl}, seed++);  // 64-row tiles, 9 blocks
+      check_attention({1, 40, 90, 144, 4, 4, 128, 0, f, kl}, seed++);   // MHA, hd 128
+      check_attention({2, 20, 100, 128, 4, 2, 32, 70, f, kl}, seed++);  // hd 32, window
+      check_attention({1, 9, 60, 80, 2, 1, 256, 0, f, kl}, seed++);     // hd 256
+      check_attention({1, 33, 0, 48, 8, 8, 64, 0, f, kl}, seed++);      // first chunk
+      check_attention({1, 530, 0, 544, 2, 2, 64, 0, f, kl}, seed++);    // 512 + 18 rows
+    }
+  }
+  set_amx_enabled(true);
+  if (!has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 here (or the OS refused the tile state)";
+}
+
 // The same cache paged in blocks of bs positions, the physical blocks in a shuffled order: every
 // path reads the same keys in the same order through the block table, so the outputs are
 // bit-identical to the contiguous cache's (one block of ctx_cap positions per sequence).
