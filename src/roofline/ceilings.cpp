@@ -19,8 +19,15 @@ double Ceilings::peak_for(Op op, const Precision& p) const {
   if (op_is_matmul(op) && op != Op::attention) return matmul_peak(p);
   // bf16 data: the better of the bf16 dot products and FP32 multiply-adds on the widened values
   // (on the Intel Xeon of reports/cpu-kernels.md vdpbf16ps does half the FMAs' multiply-adds).
-  if (op == Op::attention)
-    return p.kv_bf16 ? std::max(bf16_flops_per_s, matmul_flops_per_s) : matmul_flops_per_s;
+  if (op == Op::attention) {
+    if (p.kv_bf16) return std::max(bf16_flops_per_s, matmul_flops_per_s);
+    // An fp16 cache where the AMX-BF16 tiles run the FP16 GEMM runs its prefill attention there
+    // too (kernels/cpu/attention_amx_bf16_avx512.cpp, head sizes that are multiples of 32): five
+    // tile products a product (Q and P in three bf16, K and V in two), 4/5 of the GEMM's roof.
+    if (p.kv_bytes == 2 && p.kv_scale_bytes == 0 && f16_tile_flops_per_s > 0)
+      return std::max(0.8 * f16_tile_flops_per_s, matmul_flops_per_s);
+    return matmul_flops_per_s;
+  }
   return vector_flops_per_s > 0 ? vector_flops_per_s : matmul_flops_per_s;
 }
 

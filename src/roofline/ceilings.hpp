@@ -26,7 +26,8 @@ struct Ceilings {
   double cache_bytes = 0;           // last-level cache (L2 on a GPU, L3 on a CPU)
 
   // The compute roof for an op at a precision (attention on a bf16 KV cache: bf16_flops_per_s
-  // where it is known).
+  // where it is known; on an fp16 cache where the AMX-BF16 tiles run it, 4/5 of
+  // f16_tile_flops_per_s).
   double peak_for(Op op, const Precision& p) const;
   // The matmul roof at a precision: the INT8 peak for W8A8 where the part has one, the int16
   // dot-product peak for W8A16 where it was measured (a CPU with VNNI), the better of the AMX

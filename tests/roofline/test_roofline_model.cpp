@@ -554,7 +554,8 @@ TEST(Physics, MfuAboveOneAndInconsistentTokensPerSecond) {
 }
 
 // The attention op's roof on a bf16 KV cache is the bf16 dot-product peak where one was measured
-// above the FP32 FMA peak; everything else, and an fp16 cache, keep theirs.
+// above the FP32 FMA peak, on an fp16 cache 4/5 of the AMX tiles' FP16 roof where the tiles run
+// it; everything else keeps theirs.
 TEST(Ceilings, AttentionOnABf16CacheUsesTheBf16Peak) {
   Ceilings c;
   c.mem_bw_bytes_per_s = 5e10;
@@ -570,6 +571,15 @@ TEST(Ceilings, AttentionOnABf16CacheUsesTheBf16Peak) {
   EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, bf16), 4.7e11);
   EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 2.3e11);
   EXPECT_DOUBLE_EQ(c.peak_for(Op::mlp_down, bf16), 2.3e11);
+  // Where the AMX-BF16 tiles run the FP16 GEMM, they run an fp16 cache's prefill attention too:
+  // five tile products a product, 4/5 of the GEMM's roof; not a bf16 or int8 cache's.
+  c.f16_tile_flops_per_s = 1.5e12;
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 1.2e12);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, bf16), 4.7e11);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, precision_for("fp16", 4, 1)), 2.3e11);
+  c.f16_tile_flops_per_s = 2e11;  // below the FMA peak: the FMA peak
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 2.3e11);
+  c.f16_tile_flops_per_s = 0;
   EXPECT_TRUE(precision_from_flags("fp16", "bf16", "fp32").kv_bf16);
   EXPECT_FALSE(precision_from_flags("fp16", "fp16", "fp32").kv_bf16);
   // It survives the report's JSON.
@@ -597,7 +607,8 @@ TEST(Ceilings, W8A16MatmulsUseTheInt16Peak) {
 }
 
 // FP16 matmuls on the AMX-BF16 tiles are judged against the tiles' FP16 roof (never below the
-// matmul peak); attention and the INT8 formats keep theirs.
+// matmul peak), an fp16 cache's attention against 4/5 of it (five tile products a product where
+// the GEMM's take four); the INT8 formats keep theirs.
 TEST(Ceilings, F16MatmulsUseTheTileRoofWhereTheGemmUsesTheTiles) {
   Ceilings c;
   c.mem_bw_bytes_per_s = 5e10;
@@ -608,7 +619,7 @@ TEST(Ceilings, F16MatmulsUseTheTileRoofWhereTheGemmUsesTheTiles) {
   c.f16_tile_flops_per_s = 1.5e12;
   EXPECT_DOUBLE_EQ(c.matmul_peak(f16), 1.5e12);
   EXPECT_DOUBLE_EQ(c.peak_for(Op::mlp_down, f16), 1.5e12);
-  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 4.3e11);
+  EXPECT_DOUBLE_EQ(c.peak_for(Op::attention, f16), 1.2e12);
   EXPECT_DOUBLE_EQ(c.matmul_peak(w8a16), 6e12);
   EXPECT_DOUBLE_EQ(c.ridge(f16), 1.5e12 / 5e10);
   c.f16_tile_flops_per_s = 1e11;  // below the FMA peak: the FMA peak
