@@ -383,9 +383,15 @@ void BM_AttentionDecodeStreamTuning(benchmark::State& state) {
 // Prefill attention (one sequence, causal, fp16 KV cache) of `tokens` new tokens after `past`
 // cached positions, at llama-2-7b's heads (model 0) or tinyllama-1.1b's (model 1).
 // GFLOPs counts the cost model's 4 * hd FLOPs per visible (query head, key) pair. rows: 0 K in
-// the CPU backend's layout (16-position tiles), 1 K by rows.
-// args: tokens, past, model, rows
+// the CPU backend's layout (16-position tiles), 1 K by rows. amx: 1 the AMX-BF16 tiles where the
+// CPU has them (an error elsewhere), 0 the multiply-add tiles.
+// args: tokens, past, model, rows, amx
 void BM_AttentionPrefill(benchmark::State& state) {
+  const bool amx = state.range(4) != 0;
+  if (amx && !lc::has_amx_bf16()) {
+    state.SkipWithError("no AMX-BF16 on this CPU (or the OS refused the tile state)");
+    return;
+  }
   const int64_t n_new = state.range(0), past = state.range(1), ctx = past + n_new;
   const bool tiny = state.range(2) == 1;
   const int n_heads = 32, n_kv = tiny ? 4 : 32, hd = tiny ? 64 : 128;
@@ -401,6 +407,7 @@ void BM_AttentionPrefill(benchmark::State& state) {
   std::vector<int32_t> query_start = {0, int32_t(n_new)}, positions, table = {0};
   for (int64_t t = 0; t < n_new; ++t) positions.push_back(int32_t(past + t));
   const lc::RaggedBatch batch{1, query_start.data(), positions.data(), table.data(), 1, block};
+  lc::set_amx_enabled(amx);
   const WallTimer timer;
   for (auto _ : state) {
     lc::attention_paged(q.data(), lc::KvType::f16, kc.data(), vc.data(), batch, n_heads, n_kv, hd,
@@ -409,6 +416,7 @@ void BM_AttentionPrefill(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const double dt = timer.seconds(), it = double(state.iterations());
+  lc::set_amx_enabled(true);
   double pairs = 0;  // visible (query token, key) pairs
   for (int64_t t = 0; t < n_new; ++t) pairs += double(past + t + 1);
   const double flop = 4.0 * hd * n_heads * pairs;
@@ -573,12 +581,13 @@ BENCHMARK(BM_Fill)
     ->UseRealTime();
 
 BENCHMARK(BM_AttentionPrefill)
-    ->ArgsProduct({{500}, {0}, {0, 1}, {0, 1}})
-    ->Args({512, 1536, 0, 0})
-    ->Args({512, 3584, 0, 0})
-    ->Args({512, 1536, 1, 0})
-    ->Args({512, 1536, 1, 1})
-    ->ArgNames({"tokens", "past", "model", "rows"})
+    ->ArgsProduct({{500}, {0}, {0, 1}, {0, 1}, {1, 0}})
+    ->ArgsProduct({{512}, {1536}, {0, 1}, {0}, {1, 0}})
+    ->Args({512, 3584, 0, 0, 1})
+    ->Args({512, 3584, 0, 0, 0})
+    ->Args({512, 1536, 1, 1, 1})
+    ->Args({512, 1536, 1, 1, 0})
+    ->ArgNames({"tokens", "past", "model", "rows", "amx"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
