@@ -111,10 +111,14 @@ class CpuBackend final : public Backend {
       << ", kernels " << cpu::isa_name(cpu::active_isa())
       << (cpu::has_vnni() ? " (VNNI present)" : "")
       << (cpu::amx_int8_active() && cpu::amx_f16_active()
-              ? " (AMX-INT8 and AMX-BF16 tiles for the INT8 and FP16 GEMMs)"
-          : cpu::amx_int8_active() ? " (AMX-INT8 tiles for the INT8 GEMM)"
-          : cpu::amx_f16_active()  ? " (AMX-BF16 tiles for the FP16 GEMM)"
-                                   : "");
+              ? " (AMX-INT8 and AMX-BF16 tiles for the INT8 and FP16 GEMMs"
+          : cpu::amx_int8_active() ? " (AMX-INT8 tiles for the INT8 GEMM"
+          : cpu::amx_f16_active()  ? " (AMX-BF16 tiles for the FP16 GEMM"
+                                   : "")
+      // An fp16 cache's prefill attention runs on the AMX-BF16 tiles too (head sizes that are
+      // multiples of 32: kernels/cpu/attention_amx_bf16_avx512.cpp).
+      << (cpu::amx_f16_active() && cpu_kv() == cpu::KvType::f16 ? " and the prefill attention" : "")
+      << (cpu::amx_int8_active() || cpu::amx_f16_active() ? ")" : "");
     d.details = s.str();
     return d;
   }
