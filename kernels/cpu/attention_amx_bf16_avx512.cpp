@@ -111,6 +111,17 @@ void tile_block5(const Tiles& A, int64_t i, const Tiles& B, int64_t j, int64_t s
   }
 }
 
+// 32 fp32 values (f0: 0-15, f1: 16-31) split into three bf16 rows, row `row` of A tiles
+// (tile, step) of parts hi, mid and lo.
+inline void store_split3_row(const Tiles& t, int64_t tile, int64_t step, int64_t row, __m512 f0,
+                             __m512 f1) {
+  __m512i h, m, l;
+  split3(f0, f1, h, m, l);
+  _mm512_store_si512(t.at(0, tile, step) + row * kTileBytes, h);
+  _mm512_store_si512(t.at(1, tile, step) + row * kTileBytes, m);
+  _mm512_store_si512(t.at(2, tile, step) + row * kTileBytes, l);
+}
+
 // A B-tile row from 32 fp16 (a 512-bit vector: element 2n, 2n + 1 the pair of column n), split:
 // the hi row at hi, the lo row at lo.
 inline void store_pair_row(__m512i v, uint8_t* hi, uint8_t* lo) {
@@ -201,12 +212,7 @@ void attention_tile_amx(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64
         f0 = _mm512_mul_ps(_mm512_loadu_ps(q + 32 * d), vscale);
         f1 = _mm512_mul_ps(_mm512_loadu_ps(q + 32 * d + 16), vscale);
       }
-      __m512i h, m, l;
-      split3(f0, f1, h, m, l);
-      const int64_t row = (r % 16) * kTileBytes;
-      _mm512_store_si512(qa.at(0, r / 16, d) + row, h);
-      _mm512_store_si512(qa.at(1, r / 16, d) + row, m);
-      _mm512_store_si512(qa.at(2, r / 16, d) + row, l);
+      store_split3_row(qa, r / 16, d, r % 16, f0, f1);
     }
   }
 
@@ -322,14 +328,8 @@ void attention_tile_amx(const AttnArgs& a, int64_t s, int kvh, int64_t t0, int64
         for (int64_t d = 0; d < hd; d += 16)
           _mm512_storeu_ps(O + r * hd + d, _mm512_mul_ps(_mm512_loadu_ps(O + r * hd + d), cv));
       }
-      const int64_t row = (r % 16) * kTileBytes;
-      for (int ks = 0; ks < 2; ++ks) {
-        __m512i h, m, l;
-        split3(p[2 * ks], p[2 * ks + 1], h, m, l);
-        _mm512_store_si512(pa.at(0, r / 16, ks) + row, h);
-        _mm512_store_si512(pa.at(1, r / 16, ks) + row, m);
-        _mm512_store_si512(pa.at(2, r / 16, ks) + row, l);
-      }
+      for (int ks = 0; ks < 2; ++ks)
+        store_split3_row(pa, r / 16, ks, r % 16, p[2 * ks], p[2 * ks + 1]);
     }
 
     // V's block as B tiles: key step ks, dimension tile dt, row q = slots 32 ks + 2q, + 1.

@@ -24,7 +24,7 @@ double Ceilings::peak_for(Op op, const Precision& p) const {
     // An fp16 cache where the AMX-BF16 tiles run the FP16 GEMM runs its prefill attention there
     // too (kernels/cpu/attention_amx_bf16_avx512.cpp, head sizes that are multiples of 32): five
     // tile products a product (Q and P in three bf16, K and V in two), 4/5 of the GEMM's roof.
-    if (p.kv_bytes == 2 && p.kv_scale_bytes == 0 && f16_tile_flops_per_s > 0)
+    if (p.kv_bytes == 2 && f16_tile_flops_per_s > 0)  // fp16 (bf16 above)
       return std::max(0.8 * f16_tile_flops_per_s, matmul_flops_per_s);
     return matmul_flops_per_s;
   }
